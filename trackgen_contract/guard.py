@@ -1,0 +1,223 @@
+"""How tests meet the contract: `HotPathGuard` and the functions that build one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from .rules import (
+    ALLOWED,
+    CATEGORIES,
+    HINTS,
+    SANCTIONED,
+    VIOLATION,
+    Finding,
+    Key,
+    Violation,
+    judge,
+    make_policy,
+)
+from .tracer import Tracer, WarpCall
+
+__all__ = [
+    "HotPathGuard",
+    "HotPathViolation",
+    "hot_path_guard",
+    "no_allocation",
+    "no_host_sync",
+    "stream_explicit",
+]
+
+DEBUG_SYNC_ENV = "TRACKGEN_DEBUG_SYNC"
+
+
+class HotPathViolation(AssertionError):
+    """A guarded hot path broke the contract."""
+
+
+def _words(category: str) -> str:
+    return category.replace("_", " ")
+
+
+def breach_message(violation: Violation) -> str:
+    """The message a strict guard raises for one breach."""
+    return f"{_words(violation.category)} on a hot path: {violation}. {HINTS[violation.category]}"
+
+
+class HotPathGuard:
+    """Records (and, when strict, refuses) breaches of the hot-path contract in a block.
+
+    Use it as a context manager; it yields itself. It can be entered again after it
+    exited (its record is reset on every entry), not while it is active.
+
+    Args:
+        host_sync: check host syncs, readbacks and copies between devices.
+        allocation: check Warp array allocations and native Warp objects.
+        stream: check that launches and copies pass ``stream=`` and that no memset or
+            ``ScopedStream`` relies on Warp's current stream.
+        capture: check for graph captures and graph launches.
+        modules: None (the default) checks the stream rules for every caller outside
+            Warp; dotted module prefixes (``"acme"`` covers ``acme.kernels``) narrow them
+            to those modules. Host syncs, allocations and captures are checked from every
+            caller.
+        allow: ``(api, module, function)`` keys of host syncs and readbacks to let
+            through and list in `allowed`, e.g. ``("wp.array.numpy", "acme.gen",
+            "Gen.generate")`` (the direct caller's qualified name).
+        strict: raise `HotPathViolation` at a breaching call, before it runs, and on
+            exit if any breach was recorded (so a broad ``except`` in the code under test
+            cannot hide one). With ``strict=False`` every call goes through and is
+            recorded.
+    """
+
+    def __init__(self, *, host_sync: bool = True, allocation: bool = True, stream: bool = True,
+                 capture: bool = True, modules: Iterable[str] | str | None = None,
+                 allow: Iterable[Key] = (), strict: bool = True) -> None:  # fmt: skip
+        switches = {"host_sync": host_sync, "allocation": allocation, "stream": stream,
+                    "capture": capture}  # fmt: skip
+        for name, value in {**switches, "strict": strict}.items():
+            if not isinstance(value, bool):
+                raise TypeError(f"HotPathGuard({name}=...) must be True or False, got {value!r}")
+        self._policy = make_policy(
+            checks=[c for c in CATEGORIES if switches[c]], modules=modules, allow=allow,
+            keep_arrays=not strict,
+        )  # fmt: skip
+        self.strict = strict
+        #: Every breach recorded in the last (or current) block, in call order.
+        self.violations: list[Violation] = []
+        #: The ``allow=`` keys that were hit (and let through), in call order.
+        self.allowed: list[Key] = []
+        #: The keys of the sanctioned host syncs let through, in call order.
+        self.sanctioned: list[Key] = []
+        self._tracer: Tracer | None = None
+        self._saved_env: str | None = None
+
+    @property
+    def checks(self) -> frozenset[str]:
+        """The categories this guard checks."""
+        return self._policy.checks
+
+    @property
+    def modules(self) -> tuple[str, ...] | None:
+        """The module prefixes the stream rules cover (None: every caller)."""
+        return self._policy.modules
+
+    @property
+    def allow(self) -> frozenset[Key]:
+        """The ``(api, module, function)`` keys let through."""
+        return self._policy.allow
+
+    @property
+    def active(self) -> bool:
+        """Whether the guard is inside its block."""
+        return self._tracer is not None
+
+    def __enter__(self) -> HotPathGuard:
+        if self._tracer is not None:
+            raise RuntimeError("this HotPathGuard is already active")
+        self.violations, self.allowed, self.sanctioned = [], [], []
+        tracer = Tracer(self._on_call)
+        tracer.start()  # raises before anything else changes when no tracer can run
+        self._tracer = tracer
+        if "host_sync" in self.checks:
+            self._saved_env = os.environ.pop(DEBUG_SYNC_ENV, None)
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
+        tracer, self._tracer = self._tracer, None
+        try:
+            if tracer is not None:
+                tracer.stop()
+        finally:
+            if self._saved_env is not None:
+                os.environ[DEBUG_SYNC_ENV] = self._saved_env
+                self._saved_env = None
+        if self.strict and exc_type is None and self.violations:
+            raise HotPathViolation(self.report())
+
+    def _on_call(self, call: WarpCall) -> None:
+        for finding in judge(call, self._policy):
+            self._record(finding)
+
+    def _record(self, finding: Finding) -> None:
+        violation = finding.violation
+        if finding.outcome == SANCTIONED:
+            self.sanctioned.append(violation.key)
+        elif finding.outcome == ALLOWED:
+            self.allowed.append(violation.key)
+        elif finding.outcome == VIOLATION:
+            self.violations.append(violation)
+            if self.strict:
+                raise HotPathViolation(breach_message(violation))
+
+    @property
+    def ok(self) -> bool:
+        """No breach was recorded."""
+        return not self.violations
+
+    def of(self, category: str) -> list[Violation]:
+        """The recorded breaches of one category."""
+        if category not in CATEGORIES:
+            raise ValueError(f"unknown category {category!r}; the categories are {CATEGORIES}")
+        return [v for v in self.violations if v.category == category]
+
+    def allocated(self) -> list:
+        """The arrays allocated in the block (kept alive by a non-strict guard)."""
+        return [v.array for v in self.violations if v.array is not None]
+
+    def report(self) -> str:
+        """Every recorded breach, grouped by category, one per line."""
+        return format_report(self.violations)
+
+    def raise_for_violations(self) -> None:
+        """Raise `HotPathViolation` with the report if any breach was recorded."""
+        if self.violations:
+            raise HotPathViolation(self.report())
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "idle"
+        return (
+            f"HotPathGuard(checks={sorted(self.checks)}, modules={self.modules}, "
+            f"strict={self.strict}, violations={len(self.violations)}, {state})"
+        )
+
+
+def format_report(violations: list[Violation]) -> str:
+    """Breaches grouped by category in `CATEGORIES` order, with a count and a hint each."""
+    if not violations:
+        return "no hot-path contract breach"
+    lines = []
+    for category in CATEGORIES:
+        found = [v for v in violations if v.category == category]
+        if found:
+            lines.append(f"{_words(category)} ({len(found)}). {HINTS[category]}")
+            lines += [f"  {v}" for v in found]
+    return "\n".join(lines)
+
+
+def hot_path_guard(*, host_sync: bool = True, allocation: bool = True, stream: bool = True,
+                   capture: bool = True, modules: Iterable[str] | str | None = None,
+                   allow: Iterable[Key] = (), strict: bool = True) -> HotPathGuard:  # fmt: skip
+    """Every check at once (see `HotPathGuard` for the arguments)."""
+    return HotPathGuard(host_sync=host_sync, allocation=allocation, stream=stream,
+                        capture=capture, modules=modules, allow=allow, strict=strict)  # fmt: skip
+
+
+def no_host_sync(*, allow: Iterable[Key] = (), strict: bool = True) -> HotPathGuard:
+    """No ``wp.synchronize*``, no readback of device data, no copy between devices."""
+    return HotPathGuard(host_sync=True, allocation=False, stream=False, capture=False,
+                        allow=allow, strict=strict)  # fmt: skip
+
+
+def no_allocation(*, strict: bool = True) -> HotPathGuard:
+    """No Warp array allocation and no native Warp object created in the block."""
+    return HotPathGuard(host_sync=False, allocation=True, stream=False, capture=False,
+                        strict=strict)  # fmt: skip
+
+
+def stream_explicit(
+    modules: Iterable[str] | str | None = None, *, strict: bool = True
+) -> HotPathGuard:
+    """Every launch and copy from `modules` passes ``stream=``; they call no
+    ``assign``/``zero_``/``fill_`` and enter no ``wp.ScopedStream``."""
+    return HotPathGuard(host_sync=False, allocation=False, stream=True, capture=False,
+                        modules=modules, strict=strict)  # fmt: skip

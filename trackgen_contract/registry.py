@@ -1,0 +1,317 @@
+"""What to watch: one declarative table of the Warp entry points the contract is about.
+
+Each row names a public Warp API, its kind of operation, how to reach its code object from
+the public ``warp`` package, the Warp versions that have it, and the roles of its
+parameters (which one carries the stream, which arrays' devices matter). The table is
+resolved against the installed Warp on first use. A row that the installed version should
+have but that cannot be found is an error naming it and the version: a watched API that
+silently went missing would be a hole in the contract.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import CodeType
+
+#: Oldest warp-lang this registry knows the layout of.
+OLDEST_WARP = (1, 6)
+
+# Kinds of operation (`Entry.op`). What each means for the contract lives in `rules`.
+SYNC = "sync"  # blocks the host on device work
+READBACK = "readback"  # copies device data into host memory for Python
+COPY = "copy"  # wp.copy: a stream operation, and a host sync between devices
+LAUNCH = "launch"  # a kernel launch
+MEMSET = "memset"  # fills or copies on Warp's current stream, no stream parameter
+SCOPED_STREAM = "scoped_stream"  # switches Warp's current stream
+CAPTURE = "capture"  # opens, ends or launches a graph
+ALLOC = "alloc"  # Warp's array allocation chokepoint
+ALLOCATOR = "allocator"  # a raw device allocator, reached directly by fabric/fem
+NATIVE = "native"  # creates a native Warp object (hash grid, mesh, volume, ...)
+
+OPS = (SYNC, READBACK, COPY, LAUNCH, MEMSET, SCOPED_STREAM, CAPTURE, ALLOC, ALLOCATOR, NATIVE)
+
+Version = tuple[int, ...]
+
+
+class RegistryError(LookupError):
+    """A watched Warp API could not be resolved in the installed Warp."""
+
+
+@dataclass(frozen=True)
+class Watch:
+    """One row of the table: a Warp API to watch and the roles of its parameters.
+
+    ``path`` starts at a root (``wp``: the ``warp`` package; ``ctx``: the module that
+    defines ``wp.launch``, ``warp.context`` or ``warp._src.context``; ``det``:
+    ``warp._src.deterministic``) and follows attributes. ``/`` steps into a function's
+    nested code (a class that Warp builds lazily inside a factory function).
+    """
+
+    api: str
+    op: str
+    path: str
+    since: Version | None = None
+    until: Version | None = None  # first version without it
+    stream: str | None = None  # the parameter carrying the stream
+    devices: tuple[str, ...] = ()  # array parameters whose devices must agree
+    positional: tuple[str, ...] = ()  # names of the positions of a ``*args`` signature
+    data: str | None = None  # the parameter whose None means "nothing is created"
+    parens: bool = True  # spelled as a call in messages ("wp.copy()", not "wp.ScopedStream")
+
+    @property
+    def text(self) -> str:
+        """The API as messages spell it: ``wp.synchronize()``, ``wp.ScopedStream``."""
+        return f"{self.api}()" if self.parens else self.api
+
+    def applies_to(self, version: Version) -> bool:
+        """Whether the Warp `version` has this API by design."""
+        if self.since is not None and version < self.since:
+            return False
+        return not (self.until is not None and version >= self.until)
+
+
+_LAUNCH_PARAMS = (
+    "kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_outputs", "device", "stream",
+)  # fmt: skip
+_ALLOCATORS = ("CpuDefaultAllocator", "CpuPinnedAllocator", "CudaDefaultAllocator",
+               "CudaMempoolAllocator")  # fmt: skip
+
+
+def _table() -> list[Watch]:
+    rows = [
+        *(Watch(f"wp.{n}", SYNC, f"wp.{n}") for n in
+          ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")),
+        *(Watch(f"wp.array.{m}", READBACK, f"wp.{cls}.{m}")
+          for m in ("numpy", "list") for cls in ("array", "indexedarray")),
+        Watch("wp.array.__array_interface__", READBACK, "wp.array.__array_interface__",
+              parens=False),
+        Watch("wp.copy", COPY, "wp.copy", stream="stream", devices=("dest", "src")),
+        Watch("wp.launch", LAUNCH, "wp.launch", stream="stream"),
+        Watch("wp.launch_tiled", LAUNCH, "wp.launch_tiled", stream="stream",
+              positional=_LAUNCH_PARAMS),
+        Watch("wp.Launch.launch", LAUNCH, "wp.Launch.launch", stream="stream"),
+        Watch("wp.DeterministicLaunch.launch", LAUNCH,
+              "det._deterministic_launch_class/DeterministicLaunch.launch",
+              since=(1, 15), stream="stream"),
+        *(Watch(f"wp.array.{m}", MEMSET, f"wp.{cls}.{m}")
+          for m in ("assign", "zero_", "fill_") for cls in ("array", "indexedarray")),
+        Watch("wp.ScopedStream", SCOPED_STREAM, "wp.ScopedStream.__enter__", parens=False),
+        Watch("wp.ScopedCapture", CAPTURE, "wp.ScopedCapture.__enter__", parens=False),
+        *(Watch(f"wp.{n}", CAPTURE, f"wp.{n}")
+          for n in ("capture_begin", "capture_end", "capture_launch")),
+        *(Watch(f"wp.{n}", CAPTURE, f"wp.{n}", since=(1, 8))
+          for n in ("capture_if", "capture_while")),
+        # Not exported by Warp, but capture controls all the same.
+        *(Watch(f"wp.{n}", CAPTURE, f"ctx.{n}", since=(1, 8))
+          for n in ("capture_pause", "capture_resume")),
+        Watch("wp.array._init_new", ALLOC, "wp.array._init_new"),
+        *(Watch(f"wp.{c}.alloc", ALLOCATOR, f"ctx.{c}.alloc", until=(1, 13)) for c in _ALLOCATORS),
+        *(Watch(f"wp.{c}.allocate", ALLOCATOR, f"ctx.{c}.allocate", since=(1, 13))
+          for c in _ALLOCATORS),
+        Watch("wp.CudaManagedAllocator.allocate", ALLOCATOR, "ctx.CudaManagedAllocator.allocate",
+              since=(1, 15)),
+        Watch("wp.HashGrid", NATIVE, "wp.HashGrid.__init__"),
+        Watch("wp.HashGrid.reserve", NATIVE, "wp.HashGrid.reserve"),
+        Watch("wp.Mesh", NATIVE, "wp.Mesh.__init__"),
+        Watch("wp.Bvh", NATIVE, "wp.Bvh.__init__"),
+        Watch("wp.Volume", NATIVE, "wp.Volume.__init__", data="data"),
+        *(Watch(f"wp.Volume.{m}", NATIVE, f"wp.Volume.{m}") for m in (
+            "allocate", "allocate_by_tiles", "allocate_by_voxels", "load_from_nvdb",
+            "load_from_address", "load_from_numpy", "load_next_grid")),
+        Watch("wp.Volume.rebuild", NATIVE, "wp.Volume.rebuild", since=(1, 16)),
+        *(Watch(f"wp.{c}", NATIVE, f"wp.{c}.__init__", since=(1, 12))
+          for c in ("Texture", "Texture1D", "Texture2D", "Texture3D")),
+        Watch("wp.MarchingCubes", NATIVE, "wp.MarchingCubes.__init__", until=(1, 9)),
+    ]  # fmt: skip
+    return rows
+
+
+TABLE: tuple[Watch, ...] = tuple(_table())
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A watched API resolved in the installed Warp: the row and its code object."""
+
+    watch: Watch
+    code: CodeType = field(repr=False)
+
+    @property
+    def api(self) -> str:
+        return self.watch.api
+
+    @property
+    def op(self) -> str:
+        return self.watch.op
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """Names of the positional parameters, ``self`` included."""
+        code = self.code
+        names = code.co_varnames[: code.co_argcount]
+        if code.co_flags & _CO_VARARGS and self.watch.positional:
+            names += self.watch.positional
+        return names
+
+
+_CO_VARARGS = 0x04
+
+
+def parse_version(text: str) -> Version:
+    """``"1.10.1"`` -> ``(1, 10, 1)``; a suffix such as ``.dev0`` or ``rc1`` is ignored."""
+    parts = []
+    for piece in text.split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    if not parts:
+        raise RegistryError(f"cannot read the warp-lang version {text!r}")
+    return tuple(parts)
+
+
+def _roots(wp: types.ModuleType) -> dict[str, object]:
+    roots: dict[str, object] = {"wp": wp, "ctx": sys.modules[wp.launch.__module__]}
+    # Only rows marked `since` a version that has this module refer to it.
+    with contextlib.suppress(ImportError):
+        roots["det"] = importlib.import_module("warp._src.deterministic")
+    return roots
+
+
+def _code_of(obj: object) -> CodeType:
+    if isinstance(obj, property):
+        obj = obj.fget
+    obj = getattr(obj, "__func__", obj)  # classmethod, staticmethod, bound method
+    code = getattr(obj, "__code__", None)
+    if not isinstance(code, CodeType):
+        raise TypeError(f"{obj!r} is not a Python function")
+    return code
+
+
+def _nested_code(code: CodeType, qualname_tail: str) -> CodeType:
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        if current.co_qualname.endswith(qualname_tail) and current is not code:
+            return current
+        stack.extend(c for c in current.co_consts if isinstance(c, CodeType))
+    raise AttributeError(f"no nested code {qualname_tail!r} in {code.co_qualname}")
+
+
+def _resolve_path(path: str, roots: dict[str, object]) -> CodeType:
+    head, _, nested = path.partition("/")
+    root, *attrs = head.split(".")
+    obj = roots[root]
+    for name in attrs:
+        obj = getattr(obj, name)
+    code = _code_of(obj)
+    return _nested_code(code, nested) if nested else code
+
+
+_installed: Registry | None = None
+
+
+def installed() -> Registry:
+    """The registry of the installed Warp, resolved on first use."""
+    global _installed
+    if _installed is None:
+        _installed = resolve()
+    return _installed
+
+
+def resolve(wp: types.ModuleType | None = None) -> Registry:
+    """Resolve `TABLE` against the installed (or the given) ``warp`` module."""
+    if wp is None:
+        import warp as wp
+    version = parse_version(wp.__version__)
+    if version[:2] < OLDEST_WARP:
+        raise RegistryError(
+            f"warp-lang {wp.__version__} is older than the oldest supported version "
+            f"({'.'.join(map(str, OLDEST_WARP))})"
+        )
+    roots = _roots(wp)
+    entries: dict[CodeType, Entry] = {}
+    for watch in TABLE:
+        if not watch.applies_to(version):
+            continue
+        try:
+            code = _resolve_path(watch.path, roots)
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise RegistryError(
+                f"cannot find {watch.api} ({watch.path}) in warp-lang {wp.__version__}, "
+                f"which should have it: {exc}"
+            ) from None
+        # Two public names can share one code object (an inherited method, a subclass
+        # without its own __init__): the first row names it.
+        entries.setdefault(code, Entry(watch, code))
+    return Registry(wp.__version__, entries, wp)
+
+
+class Registry:
+    """The watched entries of one installed Warp, by code object."""
+
+    def __init__(self, warp_version: str, entries: dict[CodeType, Entry], wp: types.ModuleType):
+        self.warp_version = warp_version
+        self.entries = entries
+        self._wp = wp
+        self._public: dict[CodeType, str] | None = None
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries.values())
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def public_name(self, code: CodeType, module: str) -> str:
+        """The public spelling of a Warp function: ``wp.zeros``, ``wp.array`` for
+        ``array.__init__``, ``wp.utils.array_sum``; else its module path and qualified
+        name (``wp.fem.cache.borrow_temporary``)."""
+        if self._public is None:
+            self._public = _public_names(self._wp)
+        name = self._public.get(code)
+        if name is not None:
+            return name
+        module = module.replace("._src", "")
+        module = "wp" + module[len("warp") :] if module.startswith("warp") else module
+        return f"{module}.{code.co_qualname}"
+
+
+def _public_names(wp: types.ModuleType) -> dict[CodeType, str]:
+    names: dict[CodeType, str] = {}
+    spaces = [("wp", wp)]
+    for sub in ("utils", "sparse", "fem"):
+        module = sys.modules.get(f"warp.{sub}")
+        if module is not None:
+            spaces.append((f"wp.{sub}", module))
+    for prefix, module in spaces:
+        for attr, value in vars(module).items():
+            if isinstance(value, type) and value.__module__.startswith("warp"):
+                _class_names(f"{prefix}.{attr}", value, names)
+            else:
+                _add(names, f"{prefix}.{attr}", value)
+    return names
+
+
+def _class_names(prefix: str, cls: type, names: dict[CodeType, str]) -> None:
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith("warp"):
+            continue
+        for attr, value in vars(klass).items():
+            _add(names, prefix if attr == "__init__" else f"{prefix}.{attr}", value)
+
+
+def _add(names: dict[CodeType, str], name: str, value: object) -> None:
+    try:
+        code = _code_of(value)
+    except TypeError:
+        return
+    names.setdefault(code, name)

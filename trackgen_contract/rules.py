@@ -1,0 +1,347 @@
+"""What a watched call means: one plain function per category of the contract.
+
+Each rule takes one `WarpCall` and a `Policy` and says *violation*, *allowed*,
+*sanctioned*, or nothing (None). Rules read only what they need, cheapest first: a launch
+that passes ``stream=`` is cleared by its call instruction alone, without reading the
+callee's arguments or walking the stack.
+
+Attribution: host syncs, allocations and captures are checked from every caller; a launch
+or copy counts against the first frame outside Warp (so a Warp utility that launches on
+the user's behalf is the user's launch); a memset or ``ScopedStream`` counts only when the
+user's code calls it directly. One user call gives one violation: a watched call that Warp
+makes while serving another watched call of the same category is not reported again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+
+from . import sanction
+from .registry import (
+    ALLOC,
+    ALLOCATOR,
+    CAPTURE,
+    COPY,
+    LAUNCH,
+    MEMSET,
+    NATIVE,
+    READBACK,
+    SCOPED_STREAM,
+    SYNC,
+    TABLE,
+)
+from .sites import Site
+from .tracer import WarpCall
+
+#: Violation categories, in report order.
+CATEGORIES = ("host_sync", "allocation", "stream", "capture")
+
+#: One line of advice per category, shown with its violations.
+HINTS = {
+    "host_sync": "A CUDA graph cannot contain a host synchronization or a read of device "
+    "memory from Python: move it out of the hot path or read results after the graph runs.",
+    "allocation": "A capturable hot path reuses buffers: allocate them once, before the "
+    "hot path (at construction or in a setup step), and pass them in.",
+    "stream": "Work must land on the stream being captured: pass stream= to every launch "
+    "and copy, and do not rely on Warp's current stream (assign/zero_/fill_, ScopedStream).",
+    "capture": "A hot path is recorded into its caller's graph: it must not open, end or "
+    "launch a graph of its own.",
+}
+
+VIOLATION, ALLOWED, SANCTIONED = "violation", "allowed", "sanctioned"
+
+Key = tuple[str, str, str]
+
+_OP_CATEGORIES = {
+    SYNC: ("host_sync",), READBACK: ("host_sync",), COPY: ("host_sync", "stream"),
+    LAUNCH: ("stream",), MEMSET: ("stream",), SCOPED_STREAM: ("stream",),
+    CAPTURE: ("capture",), ALLOC: ("allocation",), ALLOCATOR: ("allocation",),
+    NATIVE: ("allocation",),
+}  # fmt: skip
+_API_CATEGORIES = {watch.api: _OP_CATEGORIES[watch.op] for watch in TABLE}
+_HOST_SYNC_APIS = tuple(sorted({w.api for w in TABLE if w.op in (SYNC, READBACK, COPY)}))
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One breach of the contract.
+
+    Attributes:
+        category: one of `CATEGORIES`.
+        api: the Warp call as the user made it, e.g. ``"wp.array.numpy()"``,
+            ``"wp.zeros()"``, ``"wp.launch without stream="``.
+        site: the first frame outside Warp (the user's line).
+        key: ``(api without "()", module, function)`` of the function the breach is
+            counted against: the direct caller of a host sync (the form ``allow=``
+            takes), else the site.
+        array: for an array allocation recorded by a non-strict guard, the array it made
+            (kept alive by the guard); else None.
+    """
+
+    category: str
+    api: str
+    site: Site
+    key: Key = ()  # type: ignore[assignment]
+    array: object | None = field(default=None, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.api} from {self.site}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a rule made of a call: an outcome and the breach it concerns."""
+
+    outcome: str  # VIOLATION, ALLOWED or SANCTIONED
+    violation: Violation
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which checks apply, and to whom (build it with `make_policy`)."""
+
+    checks: frozenset[str] = frozenset(CATEGORIES)
+    modules: tuple[str, ...] | None = None  # None: every caller outside Warp
+    allow: frozenset[Key] = frozenset()
+    keep_arrays: bool = True  # hold allocated arrays in `Violation.array`
+
+
+def make_policy(*, checks: Iterable[str] = CATEGORIES, modules: object = None,
+                allow: object = (), keep_arrays: bool = True) -> Policy:  # fmt: skip
+    """A `Policy` from user input, with an error naming any argument that is wrong."""
+    return Policy(_checks(checks), _modules(modules), _allow(allow), bool(keep_arrays))
+
+
+def _checks(checks: Iterable[str]) -> frozenset[str]:
+    if isinstance(checks, str):
+        raise TypeError(f"checks must be a collection of categories, got the string {checks!r}")
+    chosen = frozenset(checks)
+    unknown = sorted(c for c in chosen if c not in CATEGORIES)
+    if unknown:
+        raise ValueError(f"unknown check category {unknown[0]!r}; the categories are {CATEGORIES}")
+    return chosen
+
+
+def _modules(modules: object) -> tuple[str, ...] | None:
+    if modules is None:
+        return None
+    if isinstance(modules, str):
+        modules = (modules,)
+    wrong = TypeError(
+        "modules must be None (every caller), a module name or a sequence of module names "
+        f"such as ('acme', 'acme_tracks'), got {modules!r}"
+    )
+    try:
+        names = tuple(modules)  # type: ignore[arg-type]
+    except TypeError:
+        raise wrong from None
+    for name in names:
+        if (
+            not isinstance(name, str)
+            or not name
+            or not all(p.isidentifier() for p in name.split("."))
+        ):
+            raise wrong
+    return names
+
+
+def _allow(allow: object) -> frozenset[Key]:
+    wrong = (
+        "allow takes (api, module, function) tuples, "
+        "e.g. ('wp.array.numpy', 'acme.gen', 'Gen.generate')"
+    )
+    if (
+        isinstance(allow, (str, tuple))
+        and len(allow) == 3
+        and all(isinstance(p, str) for p in allow)
+    ):
+        raise TypeError(f"{wrong}: pass a collection of keys, got the single key {allow!r}")
+    try:
+        keys = list(allow)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"{wrong}, got {allow!r}") from None
+    normal = []
+    for key in keys:
+        if not (
+            isinstance(key, (tuple, list))
+            and len(key) == 3
+            and all(isinstance(p, str) for p in key)
+        ):
+            raise TypeError(f"{wrong}; got the malformed key {key!r}")
+        api = key[0].removesuffix("()")
+        if api not in _HOST_SYNC_APIS:
+            raise ValueError(
+                f"allow: {key[0]!r} in {tuple(key)!r} is not a host sync or readback API; "
+                f"allow takes one of {', '.join(_HOST_SYNC_APIS)}"
+            )
+        normal.append((api, key[1], key[2]))
+    return frozenset(normal)
+
+
+# --- helpers --------------------------------------------------------------------------
+
+
+def _served(call: WarpCall, category: str) -> bool:
+    """Whether Warp makes `call` while serving an outer watched call of `category`."""
+    return any(category in _API_CATEGORIES[api] for api in call.within)
+
+
+def _in_modules(module: str, prefixes: tuple[str, ...] | None) -> bool:
+    if prefixes is None:
+        return True
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _bound_value(call: WarpCall, name: str) -> object:
+    """The value bound to parameter `name`, also when it went through ``*args``/``**kw``."""
+    args = call.args
+    if name in args:
+        return args[name]
+    code = call.entry.code
+    extra = code.co_varnames[code.co_argcount + code.co_kwonlyargcount :]
+    for star in extra[: bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)]:
+        value = args.get(star)
+        if isinstance(value, dict) and name in value:
+            return value[name]
+        positional = call.entry.watch.positional
+        if isinstance(value, tuple) and name in positional:
+            index = positional.index(name)
+            if index < len(value):
+                return value[index]
+    return None
+
+
+def _passed(call: WarpCall, name: str) -> bool:
+    """Whether the caller passed parameter `name` (its value, where that cannot be known)."""
+    explicit = call.explicit
+    if explicit is not None:
+        return name in explicit
+    return _bound_value(call, name) is not None
+
+
+def _records_only(call: WarpCall) -> bool:
+    """``wp.launch(..., record_cmd=True)`` returns a `Launch` and runs nothing."""
+    return (
+        call.op == LAUNCH and _passed(call, "record_cmd") and bool(_bound_value(call, "record_cmd"))
+    )
+
+
+@cache
+def _several_devices() -> bool:
+    import warp
+
+    return warp.get_cuda_device_count() > 0
+
+
+def _copy_devices(call: WarpCall) -> tuple[str, str] | None:
+    """``(source device, destination device)`` of a copy between two devices, else None."""
+    if not _several_devices():
+        return None  # a CPU-only runtime has one device: no copy can cross devices
+    import warp
+
+    dest, src = (call.args.get(name) for name in call.entry.watch.devices)
+    if not (isinstance(dest, warp.array) and isinstance(src, warp.array)):
+        return None
+    pair = (str(src.device), str(dest.device))
+    return pair if pair[0] != pair[1] else None
+
+
+def _cpu_array(value: object) -> bool:
+    return bool(getattr(getattr(value, "device", None), "is_cpu", False))
+
+
+# --- the rules ------------------------------------------------------------------------
+
+
+def host_sync(call: WarpCall, policy: Policy) -> Finding | None:
+    """``wp.synchronize*``, a readback of device data, or a copy between two devices."""
+    op = call.op
+    if op == COPY:
+        devices = _copy_devices(call)
+        if devices is None:
+            return None
+        text = f"wp.copy from {devices[0]} to {devices[1]}"
+    elif op in (SYNC, READBACK):
+        if call.api == "wp.array.__array_interface__" and not _cpu_array(call.args.get("self")):
+            return None  # a CUDA array refuses it: no readback happens
+        text = call.entry.watch.text
+    else:
+        return None
+    if _served(call, "host_sync"):
+        return None
+    caller = call.caller
+    key = (call.api, caller.module, caller.function)
+    violation = Violation("host_sync", text, call.site, key)
+    if sanction.is_sanctioned(caller.module, caller.function):
+        return Finding(SANCTIONED, violation)
+    if key in policy.allow:
+        return Finding(ALLOWED, violation)
+    return Finding(VIOLATION, violation)
+
+
+def allocation(call: WarpCall, policy: Policy) -> Finding | None:
+    """A Warp array allocation, a raw allocator call, or a native Warp object."""
+    op = call.op
+    if op not in (ALLOC, ALLOCATOR, NATIVE):
+        return None
+    data = call.entry.watch.data
+    if data is not None and _bound_value(call, data) is None:
+        return None  # e.g. Volume(None): an empty shell, nothing is created
+    if _served(call, "allocation"):
+        return None
+    site, via = call.site, call.via
+    array = call.args.get("self") if op == ALLOC and policy.keep_arrays else None
+    violation = Violation("allocation", f"{via}()", site, (via, site.module, site.function), array)
+    return Finding(VIOLATION, violation)
+
+
+def stream(call: WarpCall, policy: Policy) -> Finding | None:
+    """Device work that does not name its stream."""
+    op = call.op
+    if op in (LAUNCH, COPY):
+        if _passed(call, call.entry.watch.stream) or _records_only(call) or _served(call, "stream"):
+            return None
+        where, text = call.site, f"{call.api} without stream="
+    elif op in (MEMSET, SCOPED_STREAM):
+        if not call.direct:
+            return None  # Warp's own memsets (wp.zeros filling its new array) are not
+        where, text = call.caller, call.entry.watch.text
+    else:
+        return None
+    if not _in_modules(where.module, policy.modules):
+        return None
+    return Finding(
+        VIOLATION, Violation("stream", text, where, (call.api, where.module, where.function))
+    )
+
+
+def capture(call: WarpCall, policy: Policy) -> Finding | None:
+    """Opening, ending or launching a graph."""
+    if call.op != CAPTURE or _served(call, "capture"):
+        return None
+    site = call.site
+    violation = Violation(
+        "capture", call.entry.watch.text, site, (call.api, site.module, site.function)
+    )
+    return Finding(VIOLATION, violation)
+
+
+RULES: dict[str, Callable[[WarpCall, Policy], Finding | None]] = {
+    "host_sync": host_sync,
+    "allocation": allocation,
+    "stream": stream,
+    "capture": capture,
+}
+
+
+def judge(call: WarpCall, policy: Policy) -> list[Finding]:
+    """Every finding of the policy's checks on one call, in category order."""
+    findings = []
+    for category in CATEGORIES:
+        if category in policy.checks:
+            finding = RULES[category](call, policy)
+            if finding is not None:
+                findings.append(finding)
+    return findings

@@ -1,0 +1,102 @@
+"""Where a call came from: the `Site` value type, and which frames are Warp's or ours.
+
+A frame is *internal* when its code lives inside the installed ``warp`` package (warp.fem,
+warp.sparse and the other subpackages included) or inside this package. Attribution walks
+past internal frames to the first frame of the user's own code, the way Warp itself tags
+allocations with their call site.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import os
+from dataclasses import dataclass
+from types import CodeType, FrameType
+
+
+def _package_dir(name: str) -> str:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"package {name!r} is not installed")
+    return os.path.join(os.path.realpath(spec.submodule_search_locations[0]), "")
+
+
+_OWN_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
+_warp_dir: str | None = None
+# code object -> (inside warp, inside warp or this package); filled on first sight.
+_origin: dict[CodeType, tuple[bool, bool]] = {}
+
+
+def _classify(code: CodeType) -> tuple[bool, bool]:
+    global _warp_dir
+    if _warp_dir is None:
+        _warp_dir = _package_dir("warp")
+    path = code.co_filename
+    if not os.path.isabs(path) or path.startswith("<"):
+        origin = (False, False)
+    else:
+        real = os.path.realpath(path)
+        in_warp = real.startswith(_warp_dir)
+        origin = (in_warp, in_warp or real.startswith(_OWN_DIR))
+    _origin[code] = origin
+    return origin
+
+
+def in_warp(code: CodeType) -> bool:
+    """True when `code` belongs to the installed Warp package."""
+    origin = _origin.get(code)
+    return (origin or _classify(code))[0]
+
+
+def is_internal(code: CodeType) -> bool:
+    """True when `code` belongs to Warp or to this package (never the user's code)."""
+    origin = _origin.get(code)
+    return (origin or _classify(code))[1]
+
+
+def first_user_frame(frame: FrameType | None) -> FrameType | None:
+    """`frame` or the nearest frame below it that is not internal."""
+    while frame is not None and is_internal(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place in the source: the module, qualified function name, file and line."""
+
+    module: str
+    function: str
+    filename: str
+    lineno: int
+
+    @classmethod
+    def of(cls, frame: FrameType | None) -> Site:
+        """The site a live frame is executing (a placeholder for no frame at all)."""
+        if frame is None:
+            return cls("<unknown>", "<unknown>", "<unknown>", 0)
+        code = frame.f_code
+        return cls(
+            module=str(frame.f_globals.get("__name__", "<unknown>")),
+            function=code.co_qualname,
+            filename=code.co_filename,
+            lineno=frame.f_lineno or code.co_firstlineno,
+        )
+
+    @property
+    def location(self) -> str:
+        """``file:line``, the file relative to the working directory when it is below it."""
+        path = self.filename
+        if os.path.isabs(path):
+            rel = os.path.relpath(path)
+            if not rel.startswith(".."):
+                path = rel
+        return f"{path}:{self.lineno}"
+
+    def source_line(self) -> str:
+        """The stripped source text of the line, or ``""`` when it cannot be read."""
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        return f"{self.function} ({self.location})"

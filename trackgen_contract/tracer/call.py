@@ -1,0 +1,154 @@
+"""`WarpCall`: one call into a watched Warp API, as its tracer saw it start."""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections.abc import Callable, Mapping
+from types import FrameType
+
+from .. import callsite, hotpaths
+from ..registry import Entry, installed
+from ..sites import Site, in_warp, is_internal
+
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+
+
+class WarpCall:
+    """A watched Warp call, seen before it runs.
+
+    Reading a call's arguments or walking its stack costs time (on Python 3.12, reading a
+    frame's locals costs microseconds), so every field below but `api` and `op` is read
+    from the live frames on first access and kept. The frames are live only while the
+    tracer's ``on_call`` runs: a field first read after that raises `RuntimeError`. Read
+    what you need inside ``on_call``; what was read stays readable afterwards.
+    """
+
+    __slots__ = ("_frame", "_values", "entry")
+
+    def __init__(self, entry: Entry, frame: FrameType) -> None:
+        self.entry = entry
+        self._frame: FrameType | None = frame
+        self._values: dict[str, object] = {}
+
+    @property
+    def api(self) -> str:
+        """The public name of the watched API, e.g. ``"wp.launch"``."""
+        return self.entry.api
+
+    @property
+    def op(self) -> str:
+        """Its kind of operation (one of `trackgen_contract.registry.OPS`)."""
+        return self.entry.op
+
+    def _read(self, name: str, compute: Callable[[FrameType], object]) -> object:
+        try:
+            return self._values[name]
+        except KeyError:
+            pass
+        if self._frame is None:
+            raise RuntimeError(
+                f"WarpCall.{name} was not read while the call was live; read it inside "
+                "on_call (what is read there stays readable)"
+            )
+        value = compute(self._frame)
+        self._values[name] = value
+        return value
+
+    @property
+    def args(self) -> Mapping[str, object]:
+        """The callee's bound arguments, by parameter name (read-only)."""
+        return self._read("args", _bound_arguments)
+
+    @property
+    def explicit(self) -> frozenset[str] | None:
+        """Names of the parameters the caller passed explicitly (``self`` included for a
+        bound method), or None where that cannot be known (a call reached through C code
+        that the tracer could not trace back)."""
+        return self._read(
+            "explicit", lambda f: callsite.explicit_arguments(f, self.entry.parameters)
+        )
+
+    @property
+    def caller(self) -> Site:
+        """The direct caller, Warp's own code included."""
+        return self._read("caller", lambda f: Site.of(f.f_back))
+
+    @property
+    def site(self) -> Site:
+        """The first frame outside Warp (and outside this package): the user's call."""
+        return self._walk()[0]
+
+    @property
+    def via(self) -> str:
+        """The public Warp function the user's code called to get here (``"wp.zeros"`` for
+        an allocation at Warp's chokepoint); `api` itself when it was called directly."""
+        return self._walk()[1]
+
+    @property
+    def within(self) -> tuple[str, ...]:
+        """The watched Warp calls still running that this one is made for, outermost first
+        (``("wp.array.numpy",)`` for the ``__array_interface__`` read that numpy() does)."""
+        return self._walk()[2]
+
+    @property
+    def direct(self) -> bool:
+        """Whether the caller is the user's code, not Warp's (or this package's)."""
+        return self._read("direct", lambda f: f.f_back is None or not is_internal(f.f_back.f_code))
+
+    @property
+    def in_hot_path(self) -> bool:
+        """Whether a function marked with `trackgen_contract.hot_path` is on the stack."""
+        return self._read("in_hot_path", lambda f: hotpaths.on_stack(f.f_back))
+
+    @property
+    def thread(self) -> int:
+        """`threading.get_ident()` of the calling thread."""
+        return self._read("thread", lambda f: threading.get_ident())
+
+    def _walk(self) -> tuple[Site, str, tuple[str, ...]]:
+        return self._read("walk", self._walk_stack)  # type: ignore[return-value]
+
+    def _walk_stack(self, frame: FrameType) -> tuple[Site, str, tuple[str, ...]]:
+        registry = installed()
+        within: list[str] = []
+        outermost = None
+        current = frame.f_back
+        while current is not None and is_internal(current.f_code):
+            code = current.f_code
+            entry = registry.entries.get(code)
+            if entry is not None:
+                within.append(entry.api)
+            if in_warp(code):
+                outermost = current
+            current = current.f_back
+        if outermost is None:
+            via = self.entry.api
+        else:
+            code = outermost.f_code
+            entry = registry.entries.get(code)
+            module = str(outermost.f_globals.get("__name__", ""))
+            via = entry.api if entry else registry.public_name(code, module)
+        return Site.of(current), via, tuple(reversed(within))
+
+    def _detach(self) -> None:
+        """Drop the frames: the call has moved on (the tracer calls this after on_call)."""
+        self._frame = None
+
+    def __repr__(self) -> str:
+        state = "live" if self._frame is not None else "done"
+        return f"<WarpCall {self.entry.watch.text} ({state})>"
+
+    def __str__(self) -> str:
+        site = self._values.get("walk")
+        return self.entry.watch.text + (f" from {site[0]}" if site else "")  # type: ignore[index]
+
+
+def _bound_arguments(frame: FrameType) -> Mapping[str, object]:
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & _CO_VARARGS) + bool(code.co_flags & _CO_VARKEYWORDS)
+    local = frame.f_locals
+    return types.MappingProxyType(
+        {name: local[name] for name in code.co_varnames[:count] if name in local}
+    )
