@@ -101,14 +101,34 @@ class CallShape:
     kwargs: object  # Kwargs, Ref or UNKNOWN
     has_caches: bool  # lasti on a cache entry means a direct Python call
 
+    @property
+    def static(self) -> bool:
+        """Whether the arguments are all spelled out (no ``*`` or ``**`` part)."""
+        return (
+            isinstance(self.args, Args)
+            and not any(isinstance(item, Star) for item in self.args.items)
+            and isinstance(self.kwargs, Kwargs)
+            and all(isinstance(item, str) for item in self.kwargs.items)
+        )
 
-@dataclass(frozen=True)
-class _Analysis:
-    at: dict[int, CallShape]  # offset of a call instruction -> shape
-    in_cache: dict[int, CallShape]  # offset of one of its inline cache entries -> shape
+
+class _Site:
+    """A call instruction, seen from one place where the caller's ``f_lasti`` can rest."""
+
+    __slots__ = ("direct", "plain", "shape", "static")
+
+    def __init__(self, shape: CallShape, direct: bool | None) -> None:
+        self.shape = shape
+        self.direct = direct  # True: a Python call; False: through C; None: cannot tell
+        self.static = shape.static
+        # id(callee code) -> explicit names, for a plain function called with spelled-out
+        # arguments: the answer depends on nothing else, so it is worked out once.
+        self.plain: dict[int, frozenset[str]] = {}
 
 
-_analyses: dict[CodeType, _Analysis] = {}
+# id(code) -> (code, {f_lasti: site}). Keyed by id: hashing a code object hashes its
+# bytecode, microseconds for a large function.
+_analyses: dict[int, tuple[CodeType, dict[int, _Site]]] = {}
 
 
 class _Unresolved(Exception):
@@ -118,7 +138,7 @@ class _Unresolved(Exception):
 # --- analysis -------------------------------------------------------------------------
 
 # Opcodes with a known (pops, pushes) whose results the simulation need not describe.
-_PLAIN = {
+_SIMPLE_OPS = {
     "NOP": (0, 0), "RESUME": (0, 0), "CACHE": (0, 0), "EXTENDED_ARG": (0, 0),
     "PRECALL": (0, 0), "COPY_FREE_VARS": (0, 0), "MAKE_CELL": (0, 0), "NOT_TAKEN": (0, 0),
     "POP_TOP": (1, 0), "STORE_FAST": (1, 0), "STORE_NAME": (1, 0), "STORE_GLOBAL": (1, 0),
@@ -278,8 +298,8 @@ def _step(ins: dis.Instruction, stack: _Stack, code: CodeType, state: dict) -> C
         top, other = stack.peek(1), stack.peek(arg)
         stack.replace(1, other)
         stack.replace(arg, top)
-    elif op in _PLAIN:
-        pops, pushes = _PLAIN[op]
+    elif op in _SIMPLE_OPS:
+        pops, pushes = _SIMPLE_OPS[op]
         stack.popn(pops)
         stack.push(*(UNKNOWN,) * pushes)
     else:
@@ -299,10 +319,9 @@ def _call(stack: _Stack, argc: int, names: tuple | None, *, has_caches: bool) ->
     return CallShape(func, positional, Kwargs(names), has_caches)
 
 
-def _analyse(code: CodeType) -> _Analysis:
+def _analyse(code: CodeType) -> dict[int, _Site]:
     instructions = list(dis.get_instructions(code))
-    at: dict[int, CallShape] = {}
-    in_cache: dict[int, CallShape] = {}
+    sites: dict[int, _Site] = {}
     stack, state = _Stack(), {}
     for index, ins in enumerate(instructions):
         if ins.is_jump_target:
@@ -310,54 +329,58 @@ def _analyse(code: CodeType) -> _Analysis:
         shape = _step(ins, stack, code, state)
         if shape is None:
             continue
-        at[ins.offset] = shape
+        on_call = shape.has_caches and _PY < (3, 13)  # resting on the CALL: through C
+        sites[ins.offset] = _Site(shape, False if on_call else None)
         end = instructions[index + 1].offset if index + 1 < len(instructions) else ins.offset
+        direct = _Site(shape, True)  # resting on a cache entry: a Python-to-Python call
         for cache in range(ins.offset + 2, end, 2):
-            in_cache[cache] = shape
-    analysis = _Analysis(at, in_cache)
-    _analyses[code] = analysis
-    return analysis
+            sites[cache] = direct
+    _analyses[id(code)] = (code, sites)
+    return sites
+
+
+def _site_at(code: CodeType, lasti: int) -> _Site | None:
+    cached = _analyses.get(id(code))
+    sites = cached[1] if cached is not None and cached[0] is code else _analyse(code)
+    return sites.get(lasti)
 
 
 def shape_at(code: CodeType, lasti: int) -> tuple[CallShape | None, bool | None]:
     """The call shape that `lasti` of `code` rests on, and whether the callee was called
     directly from Python (True), through C (False), or cannot be told (None)."""
-    analysis = _analyses.get(code) or _analyse(code)
-    shape = analysis.in_cache.get(lasti)
-    if shape is not None:
-        return shape, True
-    shape = analysis.at.get(lasti)
-    if shape is None:
-        return None, None
-    return shape, (False if shape.has_caches and _PY < (3, 13) else None)
+    site = _site_at(code, lasti)
+    return (None, None) if site is None else (site.shape, site.direct)
 
 
 # --- reading back from the frame ------------------------------------------------------
 
 
+_MISSING = object()
+
+
 def _lookup(ref: Ref, frame: FrameType) -> object:
-    scopes: tuple[Mapping, ...]
-    if ref.scope == "fast":
-        scopes = (frame.f_locals,)
-    elif ref.scope == "global":
-        scopes = (frame.f_globals, frame.f_builtins)
-    else:
-        scopes = (frame.f_locals, frame.f_globals, frame.f_builtins)
-    for scope in scopes:
-        try:
-            return scope[ref.name]
-        except KeyError:
-            continue
-    raise _Unresolved(ref.name)
+    name, scope = ref.name, ref.scope
+    if scope != "global":
+        value = frame.f_locals.get(name, _MISSING)
+        if value is not _MISSING or scope == "fast":
+            if value is _MISSING:
+                raise _Unresolved(name)
+            return value
+    value = frame.f_globals.get(name, _MISSING)
+    if value is _MISSING:
+        value = frame.f_builtins.get(name, _MISSING)
+        if value is _MISSING:
+            raise _Unresolved(name)
+    return value
 
 
 def _getattr(obj: object, name: str) -> object:
     # Never run a property or a module __getattr__ of the user's on the tracer's behalf.
     if isinstance(obj, types.ModuleType):
-        try:
-            return vars(obj)[name]
-        except KeyError:
-            raise _Unresolved(name) from None
+        value = obj.__dict__.get(name, _MISSING)
+        if value is _MISSING:
+            raise _Unresolved(name)
+        return value
     try:
         if isinstance(inspect.getattr_static(obj, name), property):
             raise _Unresolved(name)
@@ -368,15 +391,16 @@ def _getattr(obj: object, name: str) -> object:
 
 def resolve(value: object, frame: FrameType) -> object:
     """Read a `Ref` or `Method` back from the caller's frame."""
-    if isinstance(value, Method):
+    kind = type(value)
+    if kind is Method:
         return _getattr(resolve(value.receiver, frame), value.name)
-    if isinstance(value, Const):
+    if kind is Const:
         return value.value
-    if not isinstance(value, Ref):
+    if kind is not Ref:
         raise _Unresolved(repr(value))
     obj = _lookup(value, frame)
-    for kind, key in value.steps:
-        if kind == "attr":
+    for step, key in value.steps:
+        if step == "attr":
             obj = _getattr(obj, key)
         elif type(obj) in (dict, list, tuple):
             try:
@@ -396,11 +420,15 @@ class _Bound:
     names: frozenset[str]
 
 
+_PLAIN = _Bound(0, frozenset())  # a plain function binds nothing ahead
+_SELF = _Bound(1, frozenset())  # a bound method, or a class calling __init__, binds self
+
+
 def _binding(func: object, code: CodeType) -> _Bound | None:
     """What calling `func` binds ahead of the call's arguments, or None when `func` does not
     run `code` itself (a builtin such as ``map`` that calls it later, another function)."""
     if isinstance(func, types.FunctionType):
-        return _Bound(0, frozenset()) if func.__code__ is code else None
+        return _PLAIN if func.__code__ is code else None
     if isinstance(func, types.MethodType):
         inner = _binding(func.__func__, code)
         return inner and _Bound(inner.positional + 1, inner.names)
@@ -410,7 +438,7 @@ def _binding(func: object, code: CodeType) -> _Bound | None:
         return inner and _Bound(inner.positional + len(func.args), inner.names | names)
     if isinstance(func, type):
         init = getattr(func, "__init__", None)
-        return _Bound(1, frozenset()) if getattr(init, "__code__", None) is code else None
+        return _SELF if getattr(init, "__code__", None) is code else None
     return None
 
 
@@ -444,11 +472,12 @@ def _names(kwargs: object, frame: FrameType) -> frozenset[str]:
     return frozenset(names)
 
 
-def _bound_ahead(shape: CallShape, direct: bool | None, code: CodeType,
-                 frame: FrameType) -> _Bound | None:  # fmt: skip
+def _bound_ahead(
+    shape: CallShape, direct: bool | None, code: CodeType, frame: FrameType
+) -> _Bound | None:
     """What the callable bound before the call's own arguments (None: not this callee)."""
     if direct and not _is_method(code):
-        return _Bound(0, frozenset())  # a direct call of a plain function binds nothing
+        return _PLAIN  # a direct call of a plain function binds nothing
     try:
         return _binding(resolve(shape.func, frame), code)
     except _Unresolved:
@@ -456,7 +485,16 @@ def _bound_ahead(shape: CallShape, direct: bool | None, code: CodeType,
             raise
         # A direct call (or, on 3.13, most likely one): a method loaded from an
         # instance binds it as self.
-        return _Bound(1 if _is_method(code) else 0, frozenset())
+        return _SELF if _is_method(code) else _PLAIN
+
+
+def _calls_plainly(func: object, code: CodeType, frame: FrameType) -> bool:
+    """Whether the call's callable is, right now, the plain function running `code`."""
+    try:
+        obj = resolve(func, frame)
+    except _Unresolved:
+        return False
+    return type(obj) is types.FunctionType and obj.__code__ is code
 
 
 def explicit_arguments(callee: FrameType, parameters: tuple[str, ...]) -> frozenset[str] | None:
@@ -469,15 +507,27 @@ def explicit_arguments(callee: FrameType, parameters: tuple[str, ...]) -> frozen
     caller = callee.f_back
     if caller is None:
         return None
-    shape, direct = shape_at(caller.f_code, caller.f_lasti)
-    if shape is None:
+    caller_code = caller.f_code
+    cached = _analyses.get(id(caller_code))
+    if cached is None or cached[0] is not caller_code:
+        cached = (caller_code, _analyse(caller_code))
+    site = cached[1].get(caller.f_lasti)
+    if site is None:
         return None  # not a call instruction: a property read, an operator, C code
+    code = callee.f_code
+    known = site.plain.get(id(code))
+    if known is not None and (site.direct or _calls_plainly(site.shape.func, code, caller)):
+        return known
+    shape = site.shape
     try:
-        bound = _bound_ahead(shape, direct, callee.f_code, caller)
+        bound = _bound_ahead(shape, site.direct, code, caller)
         if bound is None:
             return None  # reached through C code that passes its own arguments
         positional = bound.positional + _count(shape.args, caller)
         names = bound.names | _names(shape.kwargs, caller)
     except _Unresolved:
         return None
-    return names | frozenset(parameters[:positional])
+    explicit = names | frozenset(parameters[:positional])
+    if bound is _PLAIN and site.static:
+        site.plain[id(code)] = explicit
+    return explicit

@@ -162,7 +162,9 @@ class HotPathGuard:
 
     def allocated(self) -> list:
         """The arrays allocated in the block (kept alive by a non-strict guard)."""
-        return [v.array for v in self.violations if v.array is not None]
+        # An allocation that a strict guard nested in this one refused never ran: Warp's
+        # bare array object has no shape, and nothing was allocated.
+        return [v.array for v in self.violations if hasattr(v.array, "shape")]
 
     def report(self) -> str:
         """Every recorded breach, grouped by category, one per line."""
@@ -181,8 +183,9 @@ class HotPathGuard:
         )
 
 
-def format_report(violations: list[Violation]) -> str:
-    """Breaches grouped by category in `CATEGORIES` order, with a count and a hint each."""
+def format_report(violations: list[Violation], *, with_source: bool = False) -> str:
+    """Breaches grouped by category in `CATEGORIES` order, with a count and a hint each,
+    one line per breach (and its source line under it, `with_source`)."""
     if not violations:
         return "no hot-path contract breach"
     lines = []
@@ -190,7 +193,11 @@ def format_report(violations: list[Violation]) -> str:
         found = [v for v in violations if v.category == category]
         if found:
             lines.append(f"{_words(category)} ({len(found)}). {HINTS[category]}")
-            lines += [f"  {v}" for v in found]
+            for violation in found:
+                lines.append(f"  {violation}")
+                source = violation.site.source_line() if with_source else ""
+                if source:
+                    lines.append(f"      {source}")
     return "\n".join(lines)
 
 

@@ -16,7 +16,8 @@ from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 
-_codes: dict[CodeType, str] = {}  # code object -> qualified name, for messages
+# id(code) -> code. Keyed by id: hashing a code object hashes its whole bytecode.
+_codes: dict[int, CodeType] = {}
 
 
 def _function_code(fn: object) -> CodeType:
@@ -40,17 +41,18 @@ def hot_path(fn: F) -> F:
 
 def mark_code(code: CodeType) -> None:
     """Mark a code object as a hot path."""
-    _codes[code] = code.co_qualname
+    _codes[id(code)] = code
 
 
 def unmark_code(code: CodeType) -> None:
     """Forget a hot path marked with `mark_code` (tests and the command line use it)."""
-    _codes.pop(code, None)
+    if _codes.get(id(code)) is code:
+        del _codes[id(code)]
 
 
 def marked() -> tuple[str, ...]:
     """Qualified names of the marked hot paths."""
-    return tuple(_codes.values())
+    return tuple(code.co_qualname for code in _codes.values())
 
 
 def on_stack(frame: FrameType | None) -> bool:
@@ -59,7 +61,7 @@ def on_stack(frame: FrameType | None) -> bool:
     if not codes:
         return False
     while frame is not None:
-        if frame.f_code in codes:
+        if id(frame.f_code) in codes:
             return True
         frame = frame.f_back
     return False

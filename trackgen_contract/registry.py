@@ -136,27 +136,28 @@ TABLE: tuple[Watch, ...] = tuple(_table())
 
 @dataclass(frozen=True)
 class Entry:
-    """A watched API resolved in the installed Warp: the row and its code object."""
+    """A watched API resolved in the installed Warp: the row and its code object.
+
+    `api`, `op` and `parameters` are copied out of the row once: tracers read them on
+    every watched call.
+    """
 
     watch: Watch
     code: CodeType = field(repr=False)
+    api: str = field(init=False)
+    op: str = field(init=False)
+    #: Names of the positional parameters in order (``self`` included; for a ``*args``
+    #: signature, the names its positions stand for).
+    parameters: tuple[str, ...] = field(init=False, repr=False)
 
-    @property
-    def api(self) -> str:
-        return self.watch.api
-
-    @property
-    def op(self) -> str:
-        return self.watch.op
-
-    @property
-    def parameters(self) -> tuple[str, ...]:
-        """Names of the positional parameters, ``self`` included."""
+    def __post_init__(self) -> None:
         code = self.code
         names = code.co_varnames[: code.co_argcount]
         if code.co_flags & _CO_VARARGS and self.watch.positional:
             names += self.watch.positional
-        return names
+        object.__setattr__(self, "api", self.watch.api)
+        object.__setattr__(self, "op", self.watch.op)
+        object.__setattr__(self, "parameters", names)
 
 
 _CO_VARARGS = 0x04
@@ -239,7 +240,7 @@ def resolve(wp: types.ModuleType | None = None) -> Registry:
             f"({'.'.join(map(str, OLDEST_WARP))})"
         )
     roots = _roots(wp)
-    entries: dict[CodeType, Entry] = {}
+    entries: dict[int, Entry] = {}
     for watch in TABLE:
         if not watch.applies_to(version):
             continue
@@ -252,24 +253,40 @@ def resolve(wp: types.ModuleType | None = None) -> Registry:
             ) from None
         # Two public names can share one code object (an inherited method, a subclass
         # without its own __init__): the first row names it.
-        entries.setdefault(code, Entry(watch, code))
+        entries.setdefault(id(code), Entry(watch, code))
     return Registry(wp.__version__, entries, wp)
 
 
 class Registry:
-    """The watched entries of one installed Warp, by code object."""
+    """The watched entries of one installed Warp, by code object.
 
-    def __init__(self, warp_version: str, entries: dict[CodeType, Entry], wp: types.ModuleType):
+    `by_id` maps ``id(code)`` to its entry: tracers look entries up on every event, and
+    hashing a code object hashes its whole bytecode (microseconds for ``wp.launch``). The
+    entries hold their code objects, Warp's functions, which live as long as Warp does.
+    """
+
+    def __init__(self, warp_version: str, entries: dict[int, Entry], wp: types.ModuleType):
         self.warp_version = warp_version
-        self.entries = entries
+        self.by_id = entries
         self._wp = wp
-        self._public: dict[CodeType, str] | None = None
+        self._public: dict[int, str] | None = None
 
     def __iter__(self) -> Iterator[Entry]:
-        return iter(self.entries.values())
+        return iter(self.by_id.values())
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.by_id)
+
+    def entry(self, code: CodeType) -> Entry | None:
+        """The entry watching `code`, if any."""
+        return self.by_id.get(id(code))
+
+    def by_api(self, api: str) -> Entry:
+        """The (first) entry of a public API name, e.g. ``"wp.copy"``."""
+        for entry in self.by_id.values():
+            if entry.api == api:
+                return entry
+        raise KeyError(f"{api!r} is not watched in warp-lang {self.warp_version}")
 
     def public_name(self, code: CodeType, module: str) -> str:
         """The public spelling of a Warp function: ``wp.zeros``, ``wp.array`` for
@@ -277,7 +294,7 @@ class Registry:
         name (``wp.fem.cache.borrow_temporary``)."""
         if self._public is None:
             self._public = _public_names(self._wp)
-        name = self._public.get(code)
+        name = self._public.get(id(code))
         if name is not None:
             return name
         module = module.replace("._src", "")
@@ -285,8 +302,9 @@ class Registry:
         return f"{module}.{code.co_qualname}"
 
 
-def _public_names(wp: types.ModuleType) -> dict[CodeType, str]:
-    names: dict[CodeType, str] = {}
+def _public_names(wp: types.ModuleType) -> dict[int, str]:
+    # Keyed by id(code): Warp's functions live as long as Warp, so the ids stay theirs.
+    names: dict[int, str] = {}
     spaces = [("wp", wp)]
     for sub in ("utils", "sparse", "fem"):
         module = sys.modules.get(f"warp.{sub}")
@@ -301,7 +319,7 @@ def _public_names(wp: types.ModuleType) -> dict[CodeType, str]:
     return names
 
 
-def _class_names(prefix: str, cls: type, names: dict[CodeType, str]) -> None:
+def _class_names(prefix: str, cls: type, names: dict[int, str]) -> None:
     for klass in cls.__mro__:
         if not klass.__module__.startswith("warp"):
             continue
@@ -309,9 +327,9 @@ def _class_names(prefix: str, cls: type, names: dict[CodeType, str]) -> None:
             _add(names, prefix if attr == "__init__" else f"{prefix}.{attr}", value)
 
 
-def _add(names: dict[CodeType, str], name: str, value: object) -> None:
+def _add(names: dict[int, str], name: str, value: object) -> None:
     try:
         code = _code_of(value)
     except TypeError:
         return
-    names.setdefault(code, name)
+    names.setdefault(id(code), name)

@@ -299,14 +299,17 @@ def allocation(call: WarpCall, policy: Policy) -> Finding | None:
 
 def stream(call: WarpCall, policy: Policy) -> Finding | None:
     """Device work that does not name its stream."""
-    op = call.op
+    op = call.entry.op
     if op in (LAUNCH, COPY):
+        explicit = call.explicit  # the common case, a launch that names its stream, ends here
+        if explicit is not None and call.entry.watch.stream in explicit:
+            return None
         if _passed(call, call.entry.watch.stream) or _records_only(call) or _served(call, "stream"):
             return None
         where, text = call.site, f"{call.api} without stream="
     elif op in (MEMSET, SCOPED_STREAM):
         if not call.direct:
-            return None  # Warp's own memsets (wp.zeros filling its new array) are not
+            return None  # Warp's own memsets (wp.zeros filling its new array) are not the user's
         where, text = call.caller, call.entry.watch.text
     else:
         return None
@@ -339,7 +342,7 @@ RULES: dict[str, Callable[[WarpCall, Policy], Finding | None]] = {
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
     """Every finding of the policy's checks on one call, in category order."""
     findings = []
-    for category in CATEGORIES:
+    for category in _OP_CATEGORIES[call.entry.op]:  # only the rules that can fire
         if category in policy.checks:
             finding = RULES[category](call, policy)
             if finding is not None:

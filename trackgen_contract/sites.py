@@ -24,35 +24,40 @@ def _package_dir(name: str) -> str:
 
 _OWN_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
 _warp_dir: str | None = None
-# code object -> (inside warp, inside warp or this package); filled on first sight.
-_origin: dict[CodeType, tuple[bool, bool]] = {}
+# id(code) -> (code, inside warp, inside warp or this package), filled on first sight.
+# Keyed by id: hashing a code object hashes its whole bytecode, microseconds for a large
+# function, on every lookup. The code is kept in the value, so its id cannot be reused.
+_origin: dict[int, tuple[CodeType, bool, bool]] = {}
 
 
-def _classify(code: CodeType) -> tuple[bool, bool]:
+def _origin_of(code: CodeType) -> tuple[CodeType, bool, bool]:
+    origin = _origin.get(id(code))
+    return origin if origin is not None and origin[0] is code else _classify(code)
+
+
+def _classify(code: CodeType) -> tuple[CodeType, bool, bool]:
     global _warp_dir
     if _warp_dir is None:
         _warp_dir = _package_dir("warp")
     path = code.co_filename
     if not os.path.isabs(path) or path.startswith("<"):
-        origin = (False, False)
+        origin = (code, False, False)
     else:
         real = os.path.realpath(path)
         in_warp = real.startswith(_warp_dir)
-        origin = (in_warp, in_warp or real.startswith(_OWN_DIR))
-    _origin[code] = origin
+        origin = (code, in_warp, in_warp or real.startswith(_OWN_DIR))
+    _origin[id(code)] = origin
     return origin
 
 
 def in_warp(code: CodeType) -> bool:
     """True when `code` belongs to the installed Warp package."""
-    origin = _origin.get(code)
-    return (origin or _classify(code))[0]
+    return _origin_of(code)[1]
 
 
 def is_internal(code: CodeType) -> bool:
     """True when `code` belongs to Warp or to this package (never the user's code)."""
-    origin = _origin.get(code)
-    return (origin or _classify(code))[1]
+    return _origin_of(code)[2]
 
 
 def first_user_frame(frame: FrameType | None) -> FrameType | None:

@@ -44,25 +44,27 @@ class Core(Protocol):
         """A tracer started in the current thread stops."""
 
 
-def dispatch(entry: Entry, frame: FrameType) -> None:
-    """Report a watched call to the tracers active in this context.
+def active_tracers() -> tuple[Tracer, ...]:
+    """The tracers started in this context (both cores check it before anything else)."""
+    return _active.get()
 
-    Every active tracer sees the call, even when one of them raises; the first exception
+
+def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> None:
+    """Report a watched call, about to run in `frame`, to `tracers`.
+
+    Every started tracer sees the call, even when one of them raises; the first exception
     is then raised at the call, before the callee runs (that is how a strict guard refuses
-    a call). Both cores call this for every event of a watched code object.
+    a call). The frames are dropped from the `WarpCall` afterwards: they move on.
     """
-    tracers = _active.get()
-    if not tracers:
-        return
     call = WarpCall(entry, frame)
     error: BaseException | None = None
     for tracer in tracers:
-        if tracer.active:
+        if tracer._thread is not None:  # started (a stopped one may linger in a context)
             try:
                 tracer.on_call(call)
             except BaseException as exc:
                 error = error or exc
-    call._detach()
+    call._frame = None
     if error is not None:
         raise error
 
@@ -71,10 +73,10 @@ def _choose_core() -> Core:
     if sys.version_info >= (3, 12):
         from .sysmon import SysMonitoringCore
 
-        return SysMonitoringCore(dispatch)
+        return SysMonitoringCore(_active, dispatch)
     from .pyprofile import ProfileCore
 
-    return ProfileCore(dispatch)
+    return ProfileCore(_active, dispatch)
 
 
 _core = _choose_core()

@@ -12,6 +12,7 @@ from ..registry import Entry, installed
 from ..sites import Site, in_warp, is_internal
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+_UNREAD = object()
 
 
 class WarpCall:
@@ -31,6 +32,38 @@ class WarpCall:
         self._frame: FrameType | None = frame
         self._values: dict[str, object] = {}
 
+    @classmethod
+    def of(
+        cls,
+        api: str,
+        *,
+        args: Mapping[str, object] | None = None,
+        explicit: frozenset[str] | None = None,
+        site: Site | None = None,
+        caller: Site | None = None,
+        via: str | None = None,
+        within: tuple[str, ...] = (),
+        direct: bool = True,
+        in_hot_path: bool = False,
+        thread: int = 0,
+    ) -> WarpCall:
+        """A call built from known values rather than seen live: to test rules on calls that
+        cannot be made here (a copy between two devices on a CPU-only machine) and to
+        replay recorded calls. `site` and `caller` default to each other."""
+        entry = installed().by_api(api)
+        call = cls(entry, None)  # type: ignore[arg-type]
+        site = site or caller or Site.of(None)
+        call._values.update(
+            args=types.MappingProxyType(dict(args or {})),
+            explicit=explicit,
+            caller=caller or site,
+            walk=(site, via or api, tuple(within)),
+            direct=direct,
+            in_hot_path=in_hot_path,
+            thread=thread,
+        )
+        return call
+
     @property
     def api(self) -> str:
         """The public name of the watched API, e.g. ``"wp.launch"``."""
@@ -41,11 +74,15 @@ class WarpCall:
         """Its kind of operation (one of `trackgen_contract.registry.OPS`)."""
         return self.entry.op
 
+    @property
+    def live(self) -> bool:
+        """Whether the call has not started yet (``on_call`` is running)."""
+        return self._frame is not None
+
     def _read(self, name: str, compute: Callable[[FrameType], object]) -> object:
-        try:
-            return self._values[name]
-        except KeyError:
-            pass
+        value = self._values.get(name, _UNREAD)
+        if value is not _UNREAD:
+            return value
         if self._frame is None:
             raise RuntimeError(
                 f"WarpCall.{name} was not read while the call was live; read it inside "
@@ -65,9 +102,15 @@ class WarpCall:
         """Names of the parameters the caller passed explicitly (``self`` included for a
         bound method), or None where that cannot be known (a call reached through C code
         that the tracer could not trace back)."""
-        return self._read(
-            "explicit", lambda f: callsite.explicit_arguments(f, self.entry.parameters)
-        )
+        # Read at every launch and copy: spelled out rather than through _read.
+        values = self._values
+        value = values.get("explicit", _UNREAD)
+        if value is _UNREAD:
+            frame = self._frame
+            if frame is None:
+                return self._read("explicit", callsite.explicit_arguments)  # raises
+            value = values["explicit"] = callsite.explicit_arguments(frame, self.entry.parameters)
+        return value
 
     @property
     def caller(self) -> Site:
@@ -116,7 +159,7 @@ class WarpCall:
         current = frame.f_back
         while current is not None and is_internal(current.f_code):
             code = current.f_code
-            entry = registry.entries.get(code)
+            entry = registry.entry(code)
             if entry is not None:
                 within.append(entry.api)
             if in_warp(code):
@@ -126,14 +169,10 @@ class WarpCall:
             via = self.entry.api
         else:
             code = outermost.f_code
-            entry = registry.entries.get(code)
+            entry = registry.entry(code)
             module = str(outermost.f_globals.get("__name__", ""))
             via = entry.api if entry else registry.public_name(code, module)
         return Site.of(current), via, tuple(reversed(within))
-
-    def _detach(self) -> None:
-        """Drop the frames: the call has moved on (the tracer calls this after on_call)."""
-        self._frame = None
 
     def __repr__(self) -> str:
         state = "live" if self._frame is not None else "done"

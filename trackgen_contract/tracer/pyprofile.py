@@ -15,9 +15,12 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from types import CodeType, FrameType
+from contextvars import ContextVar
+from types import FrameType
 
 from ..registry import Entry, installed
+
+Dispatch = Callable[[tuple, Entry, FrameType], None]
 
 
 class ProfileCore:
@@ -25,15 +28,16 @@ class ProfileCore:
 
     name = "sys.setprofile"
 
-    def __init__(self, dispatch: Callable[[Entry, FrameType], None]) -> None:
+    def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
+        self._active = active
         self._dispatch = dispatch
         self._lock = threading.Lock()
-        self._entries: dict[CodeType, Entry] | None = None
+        self._entries: dict[int, Entry] | None = None  # by id(code), see Registry
         self._threads: dict[int, list] = {}  # thread id -> [tracers, previous profile]
 
     def attach(self) -> None:
         if self._entries is None:
-            self._entries = installed().entries
+            self._entries = installed().by_id
         thread = threading.get_ident()
         with self._lock:
             record = self._threads.get(thread)
@@ -55,10 +59,13 @@ class ProfileCore:
         _restore(record[1])
 
     def _profile(self, frame: FrameType, event: str, arg: object) -> None:
+        # Runs at every Python call, return and C call of the thread: cheapest test first.
         if event == "call":
-            entry = self._entries.get(frame.f_code)
+            entry = self._entries.get(id(frame.f_code))
             if entry is not None:
-                self._dispatch(entry, frame)
+                tracers = self._active.get()
+                if tracers:
+                    self._dispatch(tracers, entry, frame)
 
 
 def _restore(previous: object) -> None:

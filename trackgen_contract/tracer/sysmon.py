@@ -17,9 +17,12 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import CodeType, FrameType
 
 from ..registry import Entry, installed
+
+Dispatch = Callable[[tuple, Entry, FrameType], None]
 
 _TOOL_NAME = "trackgen_contract"
 _PREFERRED_IDS = (3, 4, 5, 2, 1, 0)
@@ -30,12 +33,13 @@ class SysMonitoringCore:
 
     name = "sys.monitoring"
 
-    def __init__(self, dispatch: Callable[[Entry, FrameType], None]) -> None:
+    def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
+        self._active = active
         self._dispatch = dispatch
         self._lock = threading.Lock()
         self._users = 0
         self._tool: int | None = None
-        self._entries: dict[CodeType, Entry] = {}
+        self._entries: dict[int, Entry] = {}  # by id(code), see Registry
 
     @property
     def tool_id(self) -> int | None:
@@ -54,18 +58,28 @@ class SysMonitoringCore:
             if self._users == 0:
                 self._disarm()
 
-    def _on_start(self, code: CodeType, offset: int) -> None:
-        # sys._getframe(1) is the frame of the watched function, about to run its body.
-        self._dispatch(self._entries[code], sys._getframe(1))
+    def _callback(self, entries: dict[int, Entry]) -> Callable[[CodeType, int], None]:
+        # Runs at every start of a watched function, in every thread: a closure over
+        # locals, with the cheap context check first.
+        active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
+
+        def on_start(code: CodeType, offset: int) -> None:
+            tracers = active()
+            if tracers:
+                # frame_of(1) is the watched function's frame, about to run its body.
+                dispatch(tracers, entries[id(code)], frame_of(1))
+
+        return on_start
 
     def _arm(self) -> None:
-        entries = installed().entries  # may raise RegistryError: nothing is held yet
+        entries = installed().by_id  # may raise RegistryError: nothing is held yet
         monitoring = sys.monitoring
         tool = _claim_tool_id()
         try:
-            monitoring.register_callback(tool, monitoring.events.PY_START, self._on_start)
-            for code in entries:
-                monitoring.set_local_events(tool, code, monitoring.events.PY_START)
+            callback = self._callback(entries)
+            monitoring.register_callback(tool, monitoring.events.PY_START, callback)
+            for entry in entries.values():
+                monitoring.set_local_events(tool, entry.code, monitoring.events.PY_START)
         except BaseException:
             _release(tool, entries)
             raise
@@ -93,9 +107,9 @@ def _claim_tool_id() -> int:
     )
 
 
-def _release(tool: int, codes: dict[CodeType, Entry]) -> None:
+def _release(tool: int, entries: dict[int, Entry]) -> None:
     monitoring = sys.monitoring
-    for code in codes:
-        monitoring.set_local_events(tool, code, 0)
+    for entry in entries.values():
+        monitoring.set_local_events(tool, entry.code, 0)
     monitoring.register_callback(tool, monitoring.events.PY_START, None)
     monitoring.free_tool_id(tool)

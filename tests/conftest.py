@@ -1,0 +1,26 @@
+import sys
+
+import numpy as np
+import pytest
+import warp as wp
+
+wp.config.quiet = True
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warp_ready():
+    wp.init()
+    from acme import kernels
+
+    a = wp.zeros(4, dtype=float, device="cpu")
+    wp.launch(kernels.add_one, dim=4, inputs=[a], device="cpu", stream=None)  # build once
+
+
+@pytest.fixture
+def arr():
+    return wp.array(np.arange(8, dtype=np.float32), dtype=float, device="cpu")
+
+
+@pytest.fixture
+def arr2():
+    return wp.zeros(8, dtype=float, device="cpu")

@@ -1,0 +1,32 @@
+"""Checks shared by the tests."""
+
+import sys
+
+
+def monitoring_state():
+    """(tool ids held by this package, code objects with local events of any tool on Warp)."""
+    if sys.version_info < (3, 12):
+        return None
+    from trackgen_contract.registry import installed
+
+    ours_or_free = [
+        i for i in range(6) if sys.monitoring.get_tool(i) in (None, "trackgen_contract")
+    ]
+    held = [i for i in range(6) if sys.monitoring.get_tool(i) == "trackgen_contract"]
+    # Another tool (coverage.py) may watch Warp's code; ids that are free or ours may not.
+    armed = [
+        e.api
+        for e in installed()
+        for i in ours_or_free
+        if sys.monitoring.get_local_events(i, e.code)
+    ]
+    return held, armed
+
+
+def assert_nothing_left():
+    """No tool id, no local events, no profile function of ours after the last guard."""
+    if sys.version_info >= (3, 12):
+        assert monitoring_state() == ([], [])
+    from trackgen_contract.tracer import pyprofile
+
+    assert not isinstance(getattr(sys.getprofile(), "__self__", None), pyprofile.ProfileCore)
