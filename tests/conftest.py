@@ -1,5 +1,3 @@
-import sys
-
 import numpy as np
 import pytest
 import warp as wp

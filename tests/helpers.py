@@ -4,7 +4,7 @@ import sys
 
 
 def monitoring_state():
-    """(tool ids held by this package, code objects with local events of any tool on Warp)."""
+    """(tool ids this package holds, Warp APIs with local events of a free or held id)."""
     if sys.version_info < (3, 12):
         return None
     from trackgen_contract.registry import installed
