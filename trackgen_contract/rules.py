@@ -239,13 +239,10 @@ def _copy_devices(call: WarpCall) -> tuple[str, str] | None:
     """``(source device, destination device)`` of a copy between two devices, else None."""
     if not _several_devices():
         return None  # a CPU-only runtime has one device: no copy can cross devices
-    import warp
-
-    dest, src = (call.args.get(name) for name in call.entry.watch.devices)
-    if not (isinstance(dest, warp.array) and isinstance(src, warp.array)):
+    dest, src = (getattr(call.args.get(name), "device", None) for name in call.entry.watch.devices)
+    if dest is None or src is None or str(dest) == str(src):
         return None
-    pair = (str(src.device), str(dest.device))
-    return pair if pair[0] != pair[1] else None
+    return str(src), str(dest)
 
 
 def _cpu_array(value: object) -> bool:

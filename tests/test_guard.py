@@ -1,0 +1,384 @@
+"""The guard API (SPEC section 3): results, options, sanctions, nesting, threads, tasks."""
+
+import asyncio
+import os
+import threading
+
+import pytest
+import warp as wp
+from acme import gen
+from helpers import assert_nothing_left
+
+from trackgen_contract import (
+    CATEGORIES,
+    HotPathGuard,
+    HotPathViolation,
+    hot_path_guard,
+    no_allocation,
+    no_host_sync,
+    sanction,
+    stream_explicit,
+)
+
+
+def test_categories_in_report_order():
+    assert CATEGORIES == ("host_sync", "allocation", "stream", "capture")
+
+
+@pytest.mark.parametrize(
+    ("make", "checks"),
+    [
+        (hot_path_guard, set(CATEGORIES)),
+        (no_host_sync, {"host_sync"}),
+        (no_allocation, {"allocation"}),
+        (stream_explicit, {"stream"}),
+        (lambda: hot_path_guard(capture=False, stream=False), {"host_sync", "allocation"}),
+    ],
+)
+def test_guard_functions_choose_their_checks(make, checks):
+    assert make().checks == checks
+
+
+def test_each_guard_sees_only_its_categories(arr):
+    def breach_all():
+        gen.read_back(arr)
+        gen.allocate(2)
+        gen.launch_without_stream(arr)
+
+    for make, category in [
+        (no_host_sync, "host_sync"),
+        (no_allocation, "allocation"),
+        (stream_explicit, "stream"),
+    ]:
+        with make(strict=False) as guard:
+            breach_all()
+        assert {v.category for v in guard.violations} == {category}
+
+
+def test_stream_explicit_takes_modules_positionally(arr):
+    with stream_explicit(("elsewhere",), strict=False) as guard:
+        gen.launch_without_stream(arr)
+    assert guard.ok
+    assert guard.modules == ("elsewhere",)
+
+
+def test_results_of_a_breaching_block(arr):
+    with hot_path_guard(strict=False) as guard:
+        gen.launch_without_stream(arr)
+        gen.read_back(arr)
+        gen.allocate(2)
+        gen.read_back(arr)
+    assert not guard.ok
+    assert [v.category for v in guard.of("host_sync")] == ["host_sync", "host_sync"]
+    assert [v.api for v in guard.of("allocation")] == ["wp.zeros()"]
+    assert guard.of("capture") == []
+    assert len(guard.allocated()) == 1
+    lines = guard.report().splitlines()
+    assert lines[0].startswith("host sync (2). ")
+    assert lines[1].startswith("  wp.array.numpy() from read_back (")
+    assert lines[3].startswith("allocation (1). ")
+    assert lines[5].startswith("stream (1). ")
+    assert len(lines) == 7
+    with pytest.raises(HotPathViolation) as info:
+        guard.raise_for_violations()
+    assert str(info.value) == guard.report()
+
+
+def test_clean_block():
+    with hot_path_guard() as guard:
+        pass
+    assert guard.ok
+    assert guard.report() == "no hot-path contract breach"
+    guard.raise_for_violations()  # nothing to raise
+
+
+def test_of_rejects_an_unknown_category():
+    with pytest.raises(ValueError, match="unknown category 'hostsync'"):
+        hot_path_guard().of("hostsync")
+
+
+def test_repr_shows_state():
+    guard = hot_path_guard(strict=False, modules="acme")
+    assert "idle" in repr(guard)
+    with guard:
+        assert "active" in repr(guard)
+        assert "modules=('acme',)" in repr(guard)
+
+
+def test_reentry_resets_the_record(arr):
+    guard = hot_path_guard(strict=False)
+    with guard:
+        gen.read_back(arr)
+    assert len(guard.violations) == 1
+    with guard:
+        pass
+    assert guard.ok
+
+
+def test_entering_an_active_guard_is_an_error():
+    guard = hot_path_guard()
+    with guard, pytest.raises(RuntimeError, match="already active"):
+        guard.__enter__()
+    assert_nothing_left()
+
+
+def test_the_context_manager_yields_the_guard():
+    guard = HotPathGuard()
+    with guard as inside:
+        assert inside is guard
+        assert guard.active
+    assert not guard.active
+
+
+# --- allow ---------------------------------------------------------------------------------
+
+
+def test_allow_lets_a_known_readback_through(arr):
+    key = ("wp.array.numpy", "acme.gen", "read_back")
+    with no_host_sync(allow=[key]) as guard:
+        gen.read_back(arr)
+    assert guard.ok
+    assert guard.allowed == [key]
+
+
+def test_allow_is_exact(arr):
+    with no_host_sync(allow=[("wp.array.numpy", "acme.gen", "other")], strict=False) as guard:
+        gen.read_back(arr)
+    assert [v.key for v in guard.violations] == [("wp.array.numpy", "acme.gen", "read_back")]
+    assert guard.allowed == []
+
+
+def test_allow_accepts_the_api_with_parentheses(arr):
+    with no_host_sync(allow=[("wp.array.numpy()", "acme.gen", "read_back")]) as guard:
+        gen.read_back(arr)
+    assert guard.allowed == [("wp.array.numpy", "acme.gen", "read_back")]
+
+
+@pytest.mark.parametrize(
+    ("allow", "error", "match"),
+    [
+        (("wp.array.numpy", "acme.gen", "read_back"), TypeError, "single key"),
+        ([("wp.array.numpy", "acme.gen")], TypeError, "malformed key"),
+        (["wp.array.numpy"], TypeError, "malformed key"),
+        ([("wp.zeros", "acme.gen", "f")], ValueError, "not a host sync or readback API"),
+        ([("wp.array.nump", "acme.gen", "f")], ValueError, "'wp.array.nump'"),
+        (42, TypeError, "allow takes"),
+    ],
+)
+def test_malformed_allow_is_a_clear_error(allow, error, match):
+    with pytest.raises(error, match=match):
+        hot_path_guard(allow=allow)
+
+
+# --- other arguments -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("modules", [42, [1], ("",), ("acme gen",), ["acme", None]])
+def test_bad_modules_is_a_clear_error(modules):
+    with pytest.raises(TypeError, match="modules must be None"):
+        hot_path_guard(modules=modules)
+
+
+@pytest.mark.parametrize("option", ["host_sync", "allocation", "stream", "capture", "strict"])
+def test_switches_must_be_bools(option):
+    with pytest.raises(TypeError, match=rf"HotPathGuard\({option}=...\) must be True or False"):
+        hot_path_guard(**{option: "yes"})
+
+
+def test_unknown_keyword_is_an_error():
+    with pytest.raises(TypeError):
+        hot_path_guard(module="acme")
+
+
+# --- sanctioned host operations ------------------------------------------------------------
+
+
+@pytest.fixture
+def flag():
+    return wp.array([1], dtype=int, device="cpu")
+
+
+def test_sanctioned_poll_inside_its_scope(flag):
+    with hot_path_guard() as guard, sanction.scope("host-poll"):
+        assert gen.poll(flag) == 1
+    assert guard.ok
+    assert guard.sanctioned == [("wp.array.numpy", "acme.gen", "poll")]
+
+
+def test_sanctioned_site_outside_its_scope_is_a_violation(flag):
+    with hot_path_guard(strict=False) as guard:
+        gen.poll(flag)
+    assert [v.key for v in guard.violations] == [("wp.array.numpy", "acme.gen", "poll")]
+    assert guard.sanctioned == []
+
+
+def test_scope_sanctions_only_marked_sites(flag):
+    with hot_path_guard(strict=False) as guard, sanction.scope("host-poll"):
+        gen.unsanctioned_poll(flag)
+    assert len(guard.violations) == 1
+
+
+def test_scope_of_another_kind_sanctions_nothing(flag):
+    with hot_path_guard(strict=False) as guard, sanction.scope("host-stage"):
+        gen.poll(flag)
+    assert len(guard.violations) == 1
+
+
+def test_scope_ends_with_its_block(flag):
+    with hot_path_guard(strict=False) as guard:
+        with sanction.scope("host-poll"):
+            gen.poll(flag)
+        gen.poll(flag)
+    assert len(guard.sanctioned) == 1
+    assert len(guard.violations) == 1
+
+
+def test_sanction_returns_the_function_unchanged():
+    def poll():
+        return 7
+
+    assert sanction.site("x")(poll) is poll
+
+
+@pytest.mark.parametrize("kind", ["", None, 3])
+def test_sanction_kind_must_be_a_string(kind):
+    with pytest.raises(TypeError, match="non-empty string"):
+        sanction.site(kind)
+    with pytest.raises(TypeError, match="non-empty string"), sanction.scope(kind):
+        pass
+
+
+# --- the debug sync switch -----------------------------------------------------------------
+
+
+def test_debug_sync_env_is_off_inside_a_host_sync_guard(monkeypatch):
+    monkeypatch.setenv("TRACKGEN_DEBUG_SYNC", "1")
+    with no_host_sync():
+        assert "TRACKGEN_DEBUG_SYNC" not in os.environ
+        with no_host_sync():
+            assert "TRACKGEN_DEBUG_SYNC" not in os.environ
+        assert "TRACKGEN_DEBUG_SYNC" not in os.environ
+    assert os.environ["TRACKGEN_DEBUG_SYNC"] == "1"
+
+
+def test_debug_sync_env_is_restored_after_an_error(monkeypatch):
+    monkeypatch.setenv("TRACKGEN_DEBUG_SYNC", "on")
+    with pytest.raises(ZeroDivisionError), no_host_sync():
+        1 / 0  # noqa: B018
+    assert os.environ["TRACKGEN_DEBUG_SYNC"] == "on"
+
+
+def test_debug_sync_env_untouched_without_the_host_sync_check(monkeypatch):
+    monkeypatch.setenv("TRACKGEN_DEBUG_SYNC", "1")
+    with no_allocation():
+        assert os.environ["TRACKGEN_DEBUG_SYNC"] == "1"
+
+
+def test_debug_sync_env_stays_unset_when_it_was(monkeypatch):
+    monkeypatch.delenv("TRACKGEN_DEBUG_SYNC", raising=False)
+    with no_host_sync():
+        pass
+    assert "TRACKGEN_DEBUG_SYNC" not in os.environ
+
+
+# --- nesting, threads, tasks ---------------------------------------------------------------
+
+
+def test_nested_guards_apply_their_own_checks(arr):
+    with no_allocation(strict=False) as outer:
+        with no_host_sync(strict=False) as inner:
+            gen.read_back(arr)
+            gen.allocate(2)
+        gen.read_back(arr)
+    assert [v.api for v in inner.violations] == ["wp.array.numpy()"]
+    assert [v.api for v in outer.violations] == ["wp.zeros()"]
+    assert_nothing_left()
+
+
+def test_strict_inner_guard_inside_a_recording_outer_one(arr):
+    with hot_path_guard(strict=False) as outer:
+        with pytest.raises(HotPathViolation), hot_path_guard():
+            gen.read_back(arr)
+        gen.launch_without_stream(arr)
+    assert [v.category for v in outer.violations] == ["host_sync", "stream"]
+    assert_nothing_left()
+
+
+def test_a_thread_started_inside_a_guard_is_not_guarded(arr):
+    done = []
+
+    def work():
+        gen.read_back(arr)
+        done.append(True)
+
+    with hot_path_guard() as guard:
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    assert done == [True]
+    assert guard.ok
+
+
+def test_guards_in_two_threads_keep_their_own_records(arr):
+    barrier = threading.Barrier(2)
+    results = {}
+
+    def run(name, fn):
+        with hot_path_guard(strict=False) as guard:
+            barrier.wait()
+            for _ in range(20):
+                fn(arr)
+            barrier.wait()
+        results[name] = guard.violations
+
+    threads = [
+        threading.Thread(target=run, args=("reader", gen.read_back)),
+        threading.Thread(target=run, args=("launcher", gen.launch_without_stream)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {v.site.function for v in results["reader"]} == {"read_back"}
+    assert {v.site.function for v in results["launcher"]} == {"launch_without_stream"}
+    assert len(results["reader"]) == len(results["launcher"]) == 20
+    assert_nothing_left()
+
+
+def test_guards_in_two_asyncio_tasks_keep_their_own_records(arr):
+    async def task(fn, other_started, started):
+        with hot_path_guard(strict=False) as guard:
+            started.set()
+            await other_started.wait()
+            for _ in range(5):
+                fn(arr)
+                await asyncio.sleep(0)
+        return guard.violations
+
+    async def main():
+        a, b = asyncio.Event(), asyncio.Event()
+        return await asyncio.gather(
+            task(gen.read_back, b, a), task(gen.launch_without_stream, a, b)
+        )
+
+    reads, launches = asyncio.run(main())
+    assert [v.site.function for v in reads] == ["read_back"] * 5
+    assert [v.site.function for v in launches] == ["launch_without_stream"] * 5
+    assert_nothing_left()
+
+
+def test_a_task_created_before_the_guard_is_not_seen(arr):
+    async def main():
+        go = asyncio.Event()
+
+        async def unguarded():
+            await go.wait()
+            gen.read_back(arr)
+
+        other = asyncio.create_task(unguarded())  # copies the context: no guard in it
+        with hot_path_guard() as guard:
+            go.set()
+            await other
+        return guard
+
+    assert asyncio.run(main()).ok

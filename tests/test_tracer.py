@@ -1,0 +1,351 @@
+"""The programmatic tracer: what a `WarpCall` carries, and how the cores arm and disarm."""
+
+import sys
+import threading
+
+import pytest
+import warp as wp
+from acme import gen
+from acme.kernels import add_one
+from helpers import assert_nothing_left, monitoring_state
+
+import trackgen_contract
+from trackgen_contract import BACKEND, Tracer, WarpCall, hot_path, hot_path_guard
+from trackgen_contract.hotpaths import unmark_code
+
+SYSMON = sys.version_info >= (3, 12)
+
+
+def trace(fn, *args, read=lambda call: call):
+    """Run fn under a Tracer; return what `read` made of each call, read inside on_call."""
+    seen = []
+    with Tracer(lambda call: seen.append(read(call))):
+        fn(*args)
+    assert_nothing_left()
+    return seen
+
+
+def test_backend_matches_the_interpreter():
+    assert ("sys.monitoring" if SYSMON else "sys.setprofile") == BACKEND
+
+
+def test_every_watched_call_is_reported_violation_or_not(arr):
+    def work():
+        gen.launch_with_stream(arr)
+        gen.read_back(arr)
+        gen.allocate(2)
+
+    apis = trace(work, read=lambda call: call.api)
+    # Warp's own watched calls on the user's behalf are reported too, in call order.
+    expected = ["wp.launch", "wp.array.numpy", "wp.ScopedStream", "wp.array.__array_interface__",
+                "wp.array._init_new", "wp.CpuDefaultAllocator", "wp.array.zero_"]  # fmt: skip
+    assert len(apis) == len(expected)
+    assert all(api.startswith(prefix) for api, prefix in zip(apis, expected, strict=True))
+
+
+def test_fields_of_a_call(arr):
+    def read(call):
+        return call.api, call.op, dict(call.args), call.explicit, call.site, call.caller
+
+    (launch,) = trace(gen.launch_with_stream, arr, read=read)
+    api, op, args, explicit, site, caller = launch
+    assert (api, op) == ("wp.launch", "launch")
+    assert args["kernel"] is add_one and args["inputs"] == [arr] and args["stream"] is None
+    assert explicit == {"kernel", "dim", "inputs", "device", "stream"}
+    assert site == caller
+    assert (site.module, site.function) == ("acme.gen", "launch_with_stream")
+
+
+def test_nested_call_fields(arr):
+    calls = trace(gen.allocate, 3, read=lambda c: (c.api, (c.via, c.within, c.direct, c.caller)))
+    via, within, direct, caller = dict(calls)["wp.array._init_new"]
+    assert (via, within, direct) == ("wp.zeros", (), False)
+    assert caller.module.startswith("warp")
+    via, within, direct, caller = dict(calls)["wp.array.zero_"]
+    assert (via, direct, caller.function) == ("wp.zeros", False, "zeros")
+    calls = dict(trace(gen.read_back, arr, read=lambda c: (c.api, (c.within, c.site.function))))
+    assert calls["wp.array.__array_interface__"] == (("wp.array.numpy",), "read_back")
+
+
+def test_thread_is_the_calling_thread(arr):
+    assert trace(gen.read_back, arr, read=lambda c: c.thread)[0] == threading.get_ident()
+
+
+def test_explicit_is_unknown_through_c(arr):
+    def through_map():
+        list(map(gen.launch_star, [add_one], [8], [[arr]]))  # python callee: seen as usual
+        list(map(wp.synchronize_device, ["cpu"]))  # Warp called by C code
+
+    explicit = trace(through_map, read=lambda c: (c.api, c.explicit))
+    assert explicit[-1] == ("wp.synchronize_device", None)
+
+
+def test_fields_must_be_read_while_the_call_is_live(arr):
+    kept = trace(gen.read_back, arr, read=lambda call: (call, call.site))
+    call, site = kept[0]
+    assert not call.live
+    assert call.site is site  # read inside on_call: still there
+    with pytest.raises(RuntimeError, match=r"WarpCall\.args was not read while the call was live"):
+        call.args  # noqa: B018
+    assert repr(call) == "<WarpCall wp.array.numpy() (done)>"
+    assert str(call) == f"wp.array.numpy() from {site}"
+
+
+def test_an_exception_from_on_call_is_raised_before_the_call_runs(arr):
+    def refuse(call):
+        raise LookupError(call.api)
+
+    before = arr.numpy().copy()
+    with pytest.raises(LookupError, match="wp.launch"), Tracer(refuse):
+        gen.launch_without_stream(arr)
+    assert (arr.numpy() == before).all()
+    assert_nothing_left()
+
+
+def test_every_tracer_sees_a_call_even_when_one_raises(arr):
+    seen = []
+    with Tracer(lambda c: seen.append("outer")):
+        with pytest.raises(KeyError), Tracer(lambda c: (_ for _ in ()).throw(KeyError())):
+            with Tracer(lambda c: seen.append("inner")):
+                gen.sync()
+    assert seen == ["outer", "inner"]
+
+
+def test_start_stop_and_restart(arr):
+    seen = []
+    tracer = Tracer(lambda c: seen.append(c.api))
+    assert tracer.start() is tracer
+    with pytest.raises(RuntimeError, match="already started"):
+        tracer.start()
+    gen.sync()
+    tracer.stop()
+    tracer.stop()  # stopping twice is harmless
+    gen.sync()
+    with tracer:
+        gen.sync()
+    assert seen == ["wp.synchronize", "wp.synchronize"]
+    assert_nothing_left()
+
+
+def test_stop_in_another_thread_is_an_error():
+    tracer = Tracer(lambda c: None).start()
+    errors = []
+    thread = threading.Thread(target=lambda: errors.append(_stop(tracer)))
+    thread.start()
+    thread.join()
+    assert "stopped in the thread that started it" in errors[0]
+    tracer.stop()
+    assert_nothing_left()
+
+
+def _stop(tracer):
+    try:
+        tracer.stop()
+    except RuntimeError as exc:
+        return str(exc)
+    return "stopped"
+
+
+def test_on_call_must_be_callable():
+    with pytest.raises(TypeError, match="on_call must be callable"):
+        Tracer("not a function")
+
+
+def test_calls_in_other_threads_are_not_reported(arr):
+    seen = []
+    with Tracer(lambda c: seen.append(threading.get_ident())):
+        thread = threading.Thread(target=gen.read_back, args=(arr,))
+        thread.start()
+        thread.join()
+        gen.sync()
+    assert seen == [threading.get_ident()]
+
+
+def test_calls_made_while_on_call_runs_are_not_reported(arr):
+    seen = []
+
+    def on_call(call):
+        seen.append(call.api)
+        if call.api == "wp.synchronize":
+            arr.numpy()  # the tracer's own Warp call
+
+    trace(gen.sync, read=on_call)
+    assert seen == ["wp.synchronize"]
+
+
+# --- hot paths -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def marked():
+    functions = []
+
+    def mark(fn):
+        functions.append(fn)
+        return hot_path(fn)
+
+    yield mark
+    for fn in functions:
+        unmark_code(getattr(fn, "__func__", fn).__code__)
+
+
+def test_in_hot_path_covers_nested_calls(arr, marked):
+    def helper():
+        gen.sync()
+
+    def hot():
+        helper()
+
+    assert marked(hot) is hot  # unchanged, no wrapper
+    calls = trace(lambda: (hot(), gen.sync_device()), read=lambda c: (c.api, c.in_hot_path))
+    assert calls == [("wp.synchronize", True), ("wp.synchronize_device", False)]
+
+
+def test_a_suspended_generator_is_not_a_hot_path(arr, marked):
+    @marked
+    def produce():
+        gen.sync()
+        yield
+        gen.sync()
+
+    def consume():
+        it = produce()
+        next(it)
+        gen.sync_device()  # the generator is suspended: not inside it
+        next(it, None)
+
+    calls = trace(consume, read=lambda c: c.in_hot_path)
+    assert calls == [True, False, True]
+
+
+def test_hot_path_accepts_methods(marked):
+    class Gen:
+        @marked
+        @staticmethod
+        def static():
+            gen.sync()
+
+        def method(self):
+            gen.sync()
+
+    marked(Gen.method)
+    calls = trace(lambda: (Gen.static(), Gen().method()), read=lambda c: c.in_hot_path)
+    assert calls == [True, True]
+    assert (
+        "test_hot_path_accepts_methods.<locals>.Gen.method" in trackgen_contract.hotpaths.marked()
+    )
+
+
+def test_hot_path_rejects_what_is_not_a_function():
+    with pytest.raises(TypeError, match="hot_path expects a Python function"):
+        hot_path(42)
+
+
+# --- building calls ------------------------------------------------------------------------
+
+
+def test_call_built_from_values():
+    call = WarpCall.of("wp.copy", args={"dest": 1}, explicit=frozenset({"dest"}), via="wp.clone")
+    assert (call.api, call.op, call.via, call.within) == ("wp.copy", "copy", "wp.clone", ())
+    assert dict(call.args) == {"dest": 1}
+    assert call.site == call.caller
+    with pytest.raises(KeyError, match="'wp.nothing' is not watched"):
+        WarpCall.of("wp.nothing")
+
+
+# --- arming and disarming ------------------------------------------------------------------
+
+
+def test_nothing_is_armed_before_or_after():
+    assert_nothing_left()
+    with hot_path_guard():
+        if SYSMON:
+            held, armed = monitoring_state()
+            assert len(held) == 1
+            assert set(armed) >= {"wp.launch", "wp.copy", "wp.array._init_new"}
+    assert_nothing_left()
+
+
+@pytest.mark.skipif(not SYSMON, reason="sys.monitoring arrived in Python 3.12")
+def test_preferred_tool_id_is_left_to_its_owner():
+    monitoring = sys.monitoring
+    free = [i for i in (3, 4) if monitoring.get_tool(i) is None]
+    monitoring.use_tool_id(free[0], "someone else")
+    try:
+        with hot_path_guard():
+            held, _ = monitoring_state()
+            assert held and held[0] != free[0]
+            assert held[0] not in (0, 1, 2, 5) or not [i for i in (3, 4) if i != free[0]]
+    finally:
+        monitoring.free_tool_id(free[0])
+    assert_nothing_left()
+
+
+@pytest.mark.skipif(not SYSMON, reason="sys.monitoring arrived in Python 3.12")
+def test_no_free_tool_id_is_a_clear_error_and_leaves_nothing(arr):
+    monitoring = sys.monitoring
+    taken = [i for i in range(6) if monitoring.get_tool(i) is None]
+    for i in taken:
+        monitoring.use_tool_id(i, f"tool{i}")
+    try:
+        with pytest.raises(RuntimeError, match="no sys.monitoring tool id is free"):
+            with hot_path_guard():
+                pass  # never reached
+        guard = hot_path_guard()
+        with pytest.raises(RuntimeError):
+            guard.__enter__()
+        assert not guard.active
+    finally:
+        for i in taken:
+            monitoring.free_tool_id(i)
+    assert_nothing_left()
+    with hot_path_guard(strict=False) as guard:  # and it works again
+        gen.read_back(arr)
+    assert len(guard.violations) == 1
+
+
+@pytest.mark.skipif(SYSMON, reason="the sys.setprofile core runs on Python 3.11")
+def test_previous_profile_function_is_restored(arr):
+    events = []
+
+    def profiler(frame, event, arg):
+        events.append(event)
+
+    sys.setprofile(profiler)
+    try:
+        with hot_path_guard(strict=False) as guard:
+            gen.read_back(arr)
+        assert sys.getprofile() is profiler
+    finally:
+        sys.setprofile(None)
+    assert len(guard.violations) == 1
+
+
+@pytest.mark.skipif(SYSMON, reason="the sys.setprofile core runs on Python 3.11")
+def test_profile_function_is_set_in_the_guarded_thread_only():
+    seen = {}
+
+    def other():
+        seen["profile"] = sys.getprofile()
+
+    with hot_path_guard():
+        assert sys.getprofile() is not None
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert seen["profile"] is None
+    assert sys.getprofile() is None
+
+
+@pytest.mark.skipif(SYSMON, reason="the sys.setprofile core runs on Python 3.11")
+def test_profile_hook_comes_back_after_a_swallowed_strict_violation(arr):
+    # CPython drops a profile function that raises: the next guard boundary restores it.
+    with hot_path_guard(strict=False) as outer:
+        with pytest.raises(HotPathViolationType):
+            with hot_path_guard():
+                gen.swallow(gen.read_back, arr)
+        gen.launch_without_stream(arr)
+    assert [v.category for v in outer.violations] == ["host_sync", "stream"]
+
+
+HotPathViolationType = trackgen_contract.HotPathViolation
