@@ -2,7 +2,11 @@ import numpy as np
 import pytest
 import warp as wp
 
-wp.config.quiet = True
+# Keep Warp's start-up banner out of the output: log_level from Warp 1.19, quiet before it.
+if hasattr(wp.config, "log_level"):
+    wp.config.log_level = wp.LOG_WARNING
+else:
+    wp.config.quiet = True
 
 
 @pytest.fixture(scope="session", autouse=True)

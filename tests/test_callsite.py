@@ -19,8 +19,17 @@ from trackgen_contract.callsite import explicit_arguments
 PARAMS = ("kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_outputs", "device", "stream")
 
 
-def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=(), adj_outputs=(), device=None,
-           stream=None, record_cmd=False):  # fmt: skip
+def launch(
+    kernel,
+    dim,
+    inputs=(),
+    outputs=(),
+    adj_inputs=(),
+    adj_outputs=(),
+    device=None,
+    stream=None,
+    record_cmd=False,
+):
     return explicit_arguments(sys._getframe(), PARAMS)
 
 
@@ -135,8 +144,10 @@ def test_real_launch(arr):
 
 def test_real_copy(arr, arr2):
     ((api, explicit),) = explicit_of(lambda: wp.copy(arr2, arr, 0, 0, 8, None))
-    assert (api, explicit) == ("wp.copy", {"dest", "src", "dest_offset", "src_offset", "count",
-                                           "stream"})  # fmt: skip
+    assert (api, explicit) == (
+        "wp.copy",
+        {"dest", "src", "dest_offset", "src_offset", "count", "stream"},
+    )
 
 
 def test_real_recorded_launch(arr):

@@ -72,9 +72,14 @@ def test_launch_tiled_positions_stand_for_launch_parameters():
 
 @pytest.mark.parametrize(
     ("text", "version"),
-    [("1.19.0", (1, 19, 0)), ("1.10.1", (1, 10, 1)), ("1.20.0.dev20260101", (1, 20, 0)),
-     ("1.8.0rc1", (1, 8, 0)), ("2", (2,))],
-)  # fmt: skip
+    [
+        ("1.19.0", (1, 19, 0)),
+        ("1.10.1", (1, 10, 1)),
+        ("1.20.0.dev20260101", (1, 20, 0)),
+        ("1.8.0rc1", (1, 8, 0)),
+        ("2", (2,)),
+    ],
+)
 def test_parse_version(text, version):
     assert parse_version(text) == version
 
@@ -115,8 +120,11 @@ def test_too_old_warp_is_refused():
 def test_applies_to():
     watch = Watch("wp.x", "sync", "wp.x", since=(1, 8), until=(1, 13))
     assert [watch.applies_to(v) for v in [(1, 7, 2), (1, 8, 0), (1, 12, 1), (1, 13, 0)]] == [
-        False, True, True, False,
-    ]  # fmt: skip
+        False,
+        True,
+        True,
+        False,
+    ]
 
 
 def test_public_names():

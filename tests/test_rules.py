@@ -74,8 +74,12 @@ def _sanctioned_poll():
 
 
 def test_readback_served_by_another_readback_is_not_reported_again():
-    call = WarpCall.of("wp.array.__array_interface__", site=USER, within=("wp.array.numpy",),
-                       args={"self": array_on("cpu")})  # fmt: skip
+    call = WarpCall.of(
+        "wp.array.__array_interface__",
+        site=USER,
+        within=("wp.array.numpy",),
+        args={"self": array_on("cpu")},
+    )
     assert host_sync(call, POLICY) is None
 
 
@@ -94,14 +98,21 @@ def two_devices(monkeypatch):
 
 @pytest.mark.parametrize(
     ("src", "dest", "api"),
-    [("cpu", "cuda:0", "wp.copy from cpu to cuda:0"),
-     ("cuda:0", "cpu", "wp.copy from cuda:0 to cpu"),
-     ("cuda:0", "cuda:1", "wp.copy from cuda:0 to cuda:1"),
-     ("cuda:0", "cuda:0", None)],
-)  # fmt: skip
+    [
+        ("cpu", "cuda:0", "wp.copy from cpu to cuda:0"),
+        ("cuda:0", "cpu", "wp.copy from cuda:0 to cpu"),
+        ("cuda:0", "cuda:1", "wp.copy from cuda:0 to cuda:1"),
+        ("cuda:0", "cuda:0", None),
+    ],
+)
 def test_copy_between_devices_is_a_host_sync(two_devices, src, dest, api):
-    call = WarpCall.of("wp.copy", site=USER, caller=WARP, explicit=frozenset({"dest", "src"}),
-                       args={"dest": array_on(dest), "src": array_on(src)})  # fmt: skip
+    call = WarpCall.of(
+        "wp.copy",
+        site=USER,
+        caller=WARP,
+        explicit=frozenset({"dest", "src"}),
+        args={"dest": array_on(dest), "src": array_on(src)},
+    )
     finding = host_sync(call, POLICY)
     if api is None:
         assert finding is None
@@ -125,8 +136,9 @@ def test_other_ops_are_not_host_syncs():
 
 def test_allocation_names_the_public_function():
     made = object()
-    call = WarpCall.of("wp.array._init_new", site=USER, caller=WARP, via="wp.zeros",
-                       args={"self": made})  # fmt: skip
+    call = WarpCall.of(
+        "wp.array._init_new", site=USER, caller=WARP, via="wp.zeros", args={"self": made}
+    )
     finding = allocation(call, POLICY)
     assert finding.violation.api == "wp.zeros()"
     assert finding.violation.key == ("wp.zeros", "acme.gen", "Gen.generate")
@@ -136,8 +148,9 @@ def test_allocation_names_the_public_function():
 
 
 def test_allocation_inside_another_is_one_violation():
-    call = WarpCall.of("wp.array._init_new", site=USER, via="wp.Volume.allocate",
-                       within=("wp.Volume.allocate",))  # fmt: skip
+    call = WarpCall.of(
+        "wp.array._init_new", site=USER, via="wp.Volume.allocate", within=("wp.Volume.allocate",)
+    )
     assert allocation(call, POLICY) is None
 
 
@@ -224,8 +237,12 @@ def test_capture_controls():
 
 
 def test_judge_runs_only_the_checks_asked_for(two_devices):
-    call = WarpCall.of("wp.copy", site=USER, explicit=frozenset({"dest", "src"}),
-                       args={"dest": array_on("cuda:0"), "src": array_on("cpu")})  # fmt: skip
+    call = WarpCall.of(
+        "wp.copy",
+        site=USER,
+        explicit=frozenset({"dest", "src"}),
+        args={"dest": array_on("cuda:0"), "src": array_on("cpu")},
+    )
     assert [f.violation.category for f in judge(call, POLICY)] == ["host_sync", "stream"]
     only_stream = make_policy(checks=["stream"])
     assert [f.violation.category for f in judge(call, only_stream)] == ["stream"]

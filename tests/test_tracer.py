@@ -37,8 +37,15 @@ def test_every_watched_call_is_reported_violation_or_not(arr):
 
     apis = trace(work, read=lambda call: call.api)
     # Warp's own watched calls on the user's behalf are reported too, in call order.
-    expected = ["wp.launch", "wp.array.numpy", "wp.ScopedStream", "wp.array.__array_interface__",
-                "wp.array._init_new", "wp.CpuDefaultAllocator", "wp.array.zero_"]  # fmt: skip
+    expected = [
+        "wp.launch",
+        "wp.array.numpy",
+        "wp.ScopedStream",
+        "wp.array.__array_interface__",
+        "wp.array._init_new",
+        "wp.CpuDefaultAllocator",
+        "wp.array.zero_",
+    ]
     assert len(apis) == len(expected)
     assert all(api.startswith(prefix) for api, prefix in zip(apis, expected, strict=True))
 

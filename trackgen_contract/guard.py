@@ -69,18 +69,32 @@ class HotPathGuard:
             recorded.
     """
 
-    def __init__(self, *, host_sync: bool = True, allocation: bool = True, stream: bool = True,
-                 capture: bool = True, modules: Iterable[str] | str | None = None,
-                 allow: Iterable[Key] = (), strict: bool = True) -> None:  # fmt: skip
-        switches = {"host_sync": host_sync, "allocation": allocation, "stream": stream,
-                    "capture": capture}  # fmt: skip
+    def __init__(
+        self,
+        *,
+        host_sync: bool = True,
+        allocation: bool = True,
+        stream: bool = True,
+        capture: bool = True,
+        modules: Iterable[str] | str | None = None,
+        allow: Iterable[Key] = (),
+        strict: bool = True,
+    ) -> None:
+        switches = {
+            "host_sync": host_sync,
+            "allocation": allocation,
+            "stream": stream,
+            "capture": capture,
+        }
         for name, value in {**switches, "strict": strict}.items():
             if not isinstance(value, bool):
                 raise TypeError(f"HotPathGuard({name}=...) must be True or False, got {value!r}")
         self._policy = make_policy(
-            checks=[c for c in CATEGORIES if switches[c]], modules=modules, allow=allow,
+            checks=[c for c in CATEGORIES if switches[c]],
+            modules=modules,
+            allow=allow,
             keep_arrays=not strict,
-        )  # fmt: skip
+        )
         self.strict = strict
         #: Every breach recorded in the last (or current) block, in call order.
         self.violations: list[Violation] = []
@@ -201,24 +215,40 @@ def format_report(violations: list[Violation], *, with_source: bool = False) -> 
     return "\n".join(lines)
 
 
-def hot_path_guard(*, host_sync: bool = True, allocation: bool = True, stream: bool = True,
-                   capture: bool = True, modules: Iterable[str] | str | None = None,
-                   allow: Iterable[Key] = (), strict: bool = True) -> HotPathGuard:  # fmt: skip
+def hot_path_guard(
+    *,
+    host_sync: bool = True,
+    allocation: bool = True,
+    stream: bool = True,
+    capture: bool = True,
+    modules: Iterable[str] | str | None = None,
+    allow: Iterable[Key] = (),
+    strict: bool = True,
+) -> HotPathGuard:
     """Every check at once (see `HotPathGuard` for the arguments)."""
-    return HotPathGuard(host_sync=host_sync, allocation=allocation, stream=stream,
-                        capture=capture, modules=modules, allow=allow, strict=strict)  # fmt: skip
+    return HotPathGuard(
+        host_sync=host_sync,
+        allocation=allocation,
+        stream=stream,
+        capture=capture,
+        modules=modules,
+        allow=allow,
+        strict=strict,
+    )
 
 
 def no_host_sync(*, allow: Iterable[Key] = (), strict: bool = True) -> HotPathGuard:
     """No ``wp.synchronize*``, no readback of device data, no copy between devices."""
-    return HotPathGuard(host_sync=True, allocation=False, stream=False, capture=False,
-                        allow=allow, strict=strict)  # fmt: skip
+    return HotPathGuard(
+        host_sync=True, allocation=False, stream=False, capture=False, allow=allow, strict=strict
+    )
 
 
 def no_allocation(*, strict: bool = True) -> HotPathGuard:
     """No Warp array allocation and no native Warp object created in the block."""
-    return HotPathGuard(host_sync=False, allocation=True, stream=False, capture=False,
-                        strict=strict)  # fmt: skip
+    return HotPathGuard(
+        host_sync=False, allocation=True, stream=False, capture=False, strict=strict
+    )
 
 
 def stream_explicit(
@@ -226,5 +256,11 @@ def stream_explicit(
 ) -> HotPathGuard:
     """Every launch and copy from `modules` passes ``stream=``; they call no
     ``assign``/``zero_``/``fill_`` and enter no ``wp.ScopedStream``."""
-    return HotPathGuard(host_sync=False, allocation=False, stream=True, capture=False,
-                        modules=modules, strict=strict)  # fmt: skip
+    return HotPathGuard(
+        host_sync=False,
+        allocation=False,
+        stream=True,
+        capture=False,
+        modules=modules,
+        strict=strict,
+    )

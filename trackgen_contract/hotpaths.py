@@ -20,7 +20,8 @@ F = TypeVar("F", bound=Callable)
 _codes: dict[int, CodeType] = {}
 
 
-def _function_code(fn: object) -> CodeType:
+def function_code(fn: object) -> CodeType:
+    """The code object of a function, method, staticmethod or classmethod (unwrapped)."""
     target = getattr(fn, "__func__", fn)  # staticmethod, classmethod, bound method
     target = inspect.unwrap(target) if callable(target) else target
     code = getattr(target, "__code__", None)
@@ -35,7 +36,7 @@ def hot_path(fn: F) -> F:
     The command line (``python -m trackgen_contract.trace``) checks calls made inside
     marked functions, nested calls included, when any hot path is marked.
     """
-    mark_code(_function_code(fn))
+    mark_code(function_code(fn))
     return fn
 
 

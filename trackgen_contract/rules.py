@@ -55,11 +55,17 @@ VIOLATION, ALLOWED, SANCTIONED = "violation", "allowed", "sanctioned"
 Key = tuple[str, str, str]
 
 _OP_CATEGORIES = {
-    SYNC: ("host_sync",), READBACK: ("host_sync",), COPY: ("host_sync", "stream"),
-    LAUNCH: ("stream",), MEMSET: ("stream",), SCOPED_STREAM: ("stream",),
-    CAPTURE: ("capture",), ALLOC: ("allocation",), ALLOCATOR: ("allocation",),
+    SYNC: ("host_sync",),
+    READBACK: ("host_sync",),
+    COPY: ("host_sync", "stream"),
+    LAUNCH: ("stream",),
+    MEMSET: ("stream",),
+    SCOPED_STREAM: ("stream",),
+    CAPTURE: ("capture",),
+    ALLOC: ("allocation",),
+    ALLOCATOR: ("allocation",),
     NATIVE: ("allocation",),
-}  # fmt: skip
+}
 _API_CATEGORIES = {watch.api: _OP_CATEGORIES[watch.op] for watch in TABLE}
 _HOST_SYNC_APIS = tuple(sorted({w.api for w in TABLE if w.op in (SYNC, READBACK, COPY)}))
 
@@ -108,8 +114,13 @@ class Policy:
     keep_arrays: bool = True  # hold allocated arrays in `Violation.array`
 
 
-def make_policy(*, checks: Iterable[str] = CATEGORIES, modules: object = None,
-                allow: object = (), keep_arrays: bool = True) -> Policy:  # fmt: skip
+def make_policy(
+    *,
+    checks: Iterable[str] = CATEGORIES,
+    modules: object = None,
+    allow: object = (),
+    keep_arrays: bool = True,
+) -> Policy:
     """A `Policy` from user input, with an error naming any argument that is wrong."""
     return Policy(_checks(checks), _modules(modules), _allow(allow), bool(keep_arrays))
 

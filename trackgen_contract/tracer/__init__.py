@@ -66,7 +66,10 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
                 error = error or exc
     call._frame = None
     if error is not None:
-        raise error
+        # Shown from the user's call down: drop the tracer's and the guard's own frames
+        # (pytest also hides this one).
+        __tracebackhide__ = True
+        raise error.with_traceback(None)
 
 
 def _choose_core() -> Core:

@@ -65,7 +65,11 @@ class ProfileCore:
             if entry is not None:
                 tracers = self._active.get()
                 if tracers:
-                    self._dispatch(tracers, entry, frame)
+                    try:
+                        self._dispatch(tracers, entry, frame)
+                    except BaseException:
+                        __tracebackhide__ = True  # read by pytest
+                        raise
 
 
 def _restore(previous: object) -> None:

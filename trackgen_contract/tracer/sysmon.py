@@ -66,8 +66,12 @@ class SysMonitoringCore:
         def on_start(code: CodeType, offset: int) -> None:
             tracers = active()
             if tracers:
-                # frame_of(1) is the watched function's frame, about to run its body.
-                dispatch(tracers, entries[id(code)], frame_of(1))
+                try:
+                    # frame_of(1) is the watched function's frame, about to run its body.
+                    dispatch(tracers, entries[id(code)], frame_of(1))
+                except BaseException:
+                    __tracebackhide__ = True  # read by pytest
+                    raise
 
         return on_start
 

@@ -1,0 +1,314 @@
+"""``python -m trackgen_contract.trace`` as a user runs it: in a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from trackgen_contract import report
+from trackgen_contract.recording import Recording, Scoped
+from trackgen_contract.rules import make_policy
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+DEMO = ROOT / "examples" / "track_demo.py"
+
+
+def trace(*args, cwd=None, env=None):
+    """Run the command line; return (exit status, stdout, stderr)."""
+    environ = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
+    environ.pop("NO_COLOR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "trackgen_contract.trace", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env=environ,
+        timeout=300,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def program(tmp_path, source, name="prog.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+PRELUDE = """\
+import sys
+import warp as wp
+from acme import gen
+import trackgen_contract
+if hasattr(wp.config, "log_level"):
+    wp.config.log_level = wp.LOG_WARNING
+a = wp.zeros(4, dtype=float, device="cpu")
+"""
+
+
+def hot_program(tmp_path, body):
+    """A program whose checked part is `body`, in a @hot_path function (setup is not)."""
+    source = PRELUDE + "\n@trackgen_contract.hot_path\ndef run():\n"
+    source += textwrap.indent(textwrap.dedent(body), "    ") + "\nrun()\n"
+    return program(tmp_path, source)
+
+
+def load(path):
+    document = json.loads(Path(path).read_text())
+    jsonschema.validate(document, report.schema())
+    return document
+
+
+# --- the demo ------------------------------------------------------------------------------
+
+
+def test_strict_stops_before_the_first_marked_hot_path_too(tmp_path):
+    # Until a @hot_path runs its decorator, --strict cannot know the run will name one.
+    status, _, err = trace("--strict", hot_program(tmp_path, "pass"))
+    assert status == 1
+    assert "allocation on a hot path: wp.zeros() from <module>" in err
+
+
+def test_demo_clean(tmp_path):
+    status, out, err = trace("--json", tmp_path / "r.json", DEMO, "--steps", "2")
+    assert status == 0, err
+    assert "generated 512 tracks" in out
+    assert "no hot-path contract breach in" in err
+    assert "checked inside hot paths: TrackGenerator.generate" in err
+    document = load(tmp_path / "r.json")
+    assert document["breaches"] == [] and document["exit_status"] == 0
+    launches = next(c for c in document["calls"] if c["api"] == "wp.launch")
+    assert launches == {"api": "wp.launch", "calls": 10, "in_hot_paths": 10, "breaches": 0}
+
+
+def test_demo_dirty_gives_exactly_the_three_planted_breaches(tmp_path):
+    status, _, err = trace("--json", tmp_path / "r.json", DEMO, "--dirty", "--steps", "3")
+    assert status == 1, err
+    document = load(tmp_path / "r.json")
+    found = [
+        (b["category"], b["api"], b["count"], b["site"]["function"]) for b in document["breaches"]
+    ]
+    assert found == [
+        ("host_sync", "wp.array.numpy()", 3, "TrackGenerator._debug_stats"),
+        ("allocation", "wp.zeros()", 3, "TrackGenerator._debug_stats"),
+        ("stream", "wp.launch without stream=", 3, "TrackGenerator._debug_stats"),
+    ]
+    assert document["breach_count"] == 9
+    assert "9 breaching calls at 3 sites" in err
+    assert "scratch = wp.zeros(self.num_envs, dtype=float, device=self.device)" in err
+
+
+# --- running the program as Python would ---------------------------------------------------
+
+
+def test_script_sees_argv_path_and_file(tmp_path):
+    path = program(
+        tmp_path,
+        """\
+        import os, sys
+        print(sys.argv)
+        print(sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
+        print(__name__)
+    """,
+    )
+    status, out, err = trace(path, "--flag", "x", cwd=tmp_path)
+    assert status == 0, err
+    assert out.splitlines() == [str([str(path), "--flag", "x"]), "True", "__main__"]
+    assert "checked the whole run: no hot path was named" in err
+    assert "no watched Warp call was made" in err
+
+
+def test_module_form(tmp_path):
+    package = tmp_path / "tool"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(PRELUDE + "print(sys.argv[1:], __name__)\na.numpy()\n")
+    status, out, err = trace("-m", "tool", "one", "two", cwd=tmp_path)
+    assert status == 1, err
+    assert out.strip() == "['one', 'two'] __main__"
+    assert "wp.array.numpy()  <module>" in err
+
+
+def test_program_status_wins(tmp_path):
+    path = program(tmp_path, PRELUDE + "a.numpy()\nsys.exit(3)\n")
+    assert trace(path)[0] == 3
+
+
+def test_exit_message(tmp_path):
+    status, _, err = trace(program(tmp_path, "import sys\nsys.exit('bye')\n"))
+    assert status == 1
+    assert err.startswith("bye\n")
+
+
+def test_program_that_raises(tmp_path):
+    path = program(tmp_path, PRELUDE + "a.numpy()\nraise KeyError('broken')\n")
+    status, _, err = trace(path)
+    assert status == 1
+    assert "Traceback (most recent call last):" in err and "KeyError: 'broken'" in err
+    assert "trackgen_contract/trace.py" not in err and "runner.py" not in err  # ours hidden
+    assert "2 breaching calls at 2 sites" in err  # the report still comes (zeros, numpy)
+
+
+def test_syntax_error(tmp_path):
+    status, _, err = trace(program(tmp_path, "def (:\n"))
+    assert status == 1
+    assert "SyntaxError" in err
+
+
+# --- hot paths -----------------------------------------------------------------------------
+
+
+HOT = (
+    PRELUDE
+    + """\
+b = wp.zeros(4, dtype=float, device="cpu")   # setup: outside the hot path
+
+def step():
+    gen.read_back(a)
+    gen.launch_with_stream(a)
+
+def other():
+    gen.sync()
+
+for _ in range(2):
+    step()
+    other()
+"""
+)
+
+
+def test_no_hot_path_checks_the_whole_run(tmp_path):
+    status, _, err = trace("--json", tmp_path / "r.json", program(tmp_path, HOT))
+    assert status == 1, err
+    document = load(tmp_path / "r.json")
+    assert document["scope"] == {"hot_paths": [], "whole_run": True}
+    assert {b["api"] for b in document["breaches"]} == {
+        "wp.array.numpy()",
+        "wp.synchronize()",
+        "wp.zeros()",
+    }
+
+
+@pytest.mark.parametrize("target", ["__main__:step", "prog:step"])
+def test_hot_option_scopes_the_checks(tmp_path, target):
+    path = program(tmp_path, HOT)
+    status, _, err = trace("--hot", target, "--json", tmp_path / "r.json", path)
+    assert status == 1, err
+    document = load(tmp_path / "r.json")
+    assert document["scope"] == {"hot_paths": ["step"], "whole_run": False}
+    assert [(b["api"], b["count"]) for b in document["breaches"]] == [("wp.array.numpy()", 2)]
+    numpy = next(c for c in document["calls"] if c["api"] == "wp.array.numpy")
+    assert numpy == {"api": "wp.array.numpy", "calls": 2, "in_hot_paths": 2, "breaches": 2}
+    sync = next(c for c in document["calls"] if c["api"] == "wp.synchronize")
+    assert sync["in_hot_paths"] == 0 and sync["breaches"] == 0
+
+
+def test_hot_option_in_an_imported_module(tmp_path):
+    path = program(tmp_path, PRELUDE + "gen.read_back(a)\ngen.sync()\n")
+    status, _, err = trace("--hot", "acme.gen:read_back", path)
+    assert status == 1
+    assert "checked inside hot paths: read_back" in err
+    assert "wp.synchronize" not in err.split("Warp calls seen")[0]
+
+
+def test_hot_path_marker_in_the_program(tmp_path):
+    path = program(
+        tmp_path,
+        PRELUDE
+        + textwrap.dedent("""\
+        scratch = wp.zeros(8, dtype=float, device="cpu")   # setup allocation: not a breach
+
+        class Gen:
+            @trackgen_contract.hot_path
+            def generate(self):
+                gen.launch_with_stream(a)
+
+        Gen().generate()
+        a.numpy()   # reading results afterwards: fine
+    """),
+    )
+    status, _, err = trace(path)
+    assert status == 0, err
+    assert "checked inside hot paths: Gen.generate" in err
+
+
+# --- options -------------------------------------------------------------------------------
+
+
+def test_strict_stops_at_the_first_breach(tmp_path):
+    path = hot_program(tmp_path, "gen.read_back(a)\nprint('after')\n")
+    status, out, err = trace("--strict", "--hot", "__main__:run", path)
+    assert status == 1
+    assert "after" not in out
+    assert "trackgen_contract: host sync on a hot path: wp.array.numpy() from read_back" in err
+
+
+def test_allow_option(tmp_path):
+    path = hot_program(tmp_path, "gen.read_back(a)\n")
+    assert trace("--allow", "wp.array.numpy:acme.gen:read_back", path)[0] == 0
+
+
+def test_checks_and_modules_options(tmp_path):
+    path = hot_program(tmp_path, "gen.read_back(a)\ngen.launch_without_stream(a)\n")
+    assert trace("--checks", "host_sync", "--json", tmp_path / "h.json", path)[0] == 1
+    assert [b["category"] for b in load(tmp_path / "h.json")["breaches"]] == ["host_sync"]
+    assert trace("--checks", "stream", "--modules", "elsewhere", path)[0] == 0
+    assert trace("--checks", "stream", "--modules", "acme", path)[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.py"], "can't open file 'missing.py'"),
+        (["--colour", "x.py"], "unrecognized arguments: --colour"),
+        ([], "no program to run"),
+        (["-m"], "-m needs a module name"),
+        (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
+        (["--hot", "nocolon", "PROG"], "--hot takes MODULE:QUALNAME"),
+        (["--hot", "prog:absent", "PROG"], "the program defines no function 'absent'"),
+        (["--hot", "acme.gen:nothing", "PROG"], "'acme.gen' has no 'nothing'"),
+        (["--hot", "no_such_mod:f", "PROG"], "cannot import 'no_such_mod'"),
+        (["--hot", "acme.gen:np", "PROG"], "'np' is not a function"),
+        (["--checks", "host_sync,gpu", "PROG"], "unknown check category 'gpu'"),
+        (["--allow", "wp.array.numpy:acme", "PROG"], "--allow takes API:MODULE:FUNCTION"),
+        (["--allow", "wp.zeros:a:b", "PROG"], "is not a host sync or readback API"),
+        (["--modules", "a b", "PROG"], "modules must be None"),
+        (["--json", "/no/such/dir/r.json", "PROG"], "no such directory"),
+    ],
+)
+def test_usage_errors(tmp_path, args, message):
+    path = program(tmp_path, PRELUDE)
+    status, _, err = trace(*[str(path) if a == "PROG" else a for a in args], cwd=tmp_path)
+    assert status == 2
+    assert err.count("\n") == 1, err  # one line
+    assert err.startswith("python -m trackgen_contract.trace: error: ")
+    assert message in err
+
+
+def test_help_shows_an_example():
+    status, out, _ = trace("--help")
+    assert status == 0
+    assert "examples:" in out and "examples/track_demo.py --dirty" in out
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+def test_colour_only_when_asked(tmp_path):
+    path = program(tmp_path, PRELUDE + "a.numpy()\n")
+    _, _, err = trace(path)  # stderr is a pipe here
+    assert "\033[" not in err
+    scoped = Scoped(Recording(make_policy()), hot_paths=())
+    text = report.render(scoped, program="p.py", colour=True)
+    assert "\033[1;32mno hot-path contract breach\033[0m" in text
+
+
+def test_schema_is_valid_and_versioned():
+    schema = report.schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema_version"] == {"const": report.SCHEMA_VERSION}
