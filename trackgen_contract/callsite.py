@@ -27,7 +27,7 @@ import functools
 import inspect
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
@@ -115,15 +115,36 @@ class CallShape:
 class _Site:
     """A call instruction, seen from one place where the caller's ``f_lasti`` can rest."""
 
-    __slots__ = ("direct", "plain", "shape", "static")
+    __slots__ = ("direct", "plain", "quick", "shape", "static")
 
     def __init__(self, shape: CallShape, direct: bool | None) -> None:
         self.shape = shape
         self.direct = direct  # True: a Python call; False: through C; None: cannot tell
         self.static = shape.static
+        self.quick = _quick_reader(shape.func)
         # id(callee code) -> explicit names, for a plain function called with spelled-out
         # arguments: the answer depends on nothing else, so it is worked out once.
         self.plain: dict[int, frozenset[str]] = {}
+
+
+def _quick_reader(func: object) -> Callable[[FrameType], object] | None:
+    """A fast way to read the two commonest callables, ``name(...)`` and
+    ``module.name(...)``, back from a frame (`_MISSING` when it does not apply)."""
+    if type(func) is Ref and func.scope == "global" and not func.steps:
+        name = func.name
+        return lambda frame: frame.f_globals.get(name, _MISSING)
+    receiver = getattr(func, "receiver", None)
+    if type(receiver) is Ref and receiver.scope == "global" and not receiver.steps:
+        module_name, attribute = receiver.name, func.name  # type: ignore[attr-defined]
+
+        def read(frame: FrameType) -> object:
+            module = frame.f_globals.get(module_name)
+            if type(module) is not types.ModuleType:
+                return _MISSING
+            return module.__dict__.get(attribute, _MISSING)
+
+        return read
+    return None
 
 
 # id(code) -> (code, {f_lasti: site}). Keyed by id: hashing a code object hashes its
@@ -488,12 +509,14 @@ def _bound_ahead(
         return _SELF if _is_method(code) else _PLAIN
 
 
-def _calls_plainly(func: object, code: CodeType, frame: FrameType) -> bool:
+def _calls_plainly(site: _Site, code: CodeType, frame: FrameType) -> bool:
     """Whether the call's callable is, right now, the plain function running `code`."""
-    try:
-        obj = resolve(func, frame)
-    except _Unresolved:
-        return False
+    obj = _MISSING if site.quick is None else site.quick(frame)
+    if obj is _MISSING:
+        try:
+            obj = resolve(site.shape.func, frame)
+        except _Unresolved:
+            return False
     return type(obj) is types.FunctionType and obj.__code__ is code
 
 
@@ -516,7 +539,7 @@ def explicit_arguments(callee: FrameType, parameters: tuple[str, ...]) -> frozen
         return None  # not a call instruction: a property read, an operator, C code
     code = callee.f_code
     known = site.plain.get(id(code))
-    if known is not None and (site.direct or _calls_plainly(site.shape.func, code, caller)):
+    if known is not None and (site.direct or _calls_plainly(site, code, caller)):
         return known
     shape = site.shape
     try:

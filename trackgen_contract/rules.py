@@ -339,7 +339,9 @@ def capture(call: WarpCall, policy: Policy) -> Finding | None:
     return Finding(VIOLATION, violation)
 
 
-RULES: dict[str, Callable[[WarpCall, Policy], Finding | None]] = {
+Rule = Callable[[WarpCall, Policy], "Finding | None"]
+
+RULES: dict[str, Rule] = {
     "host_sync": host_sync,
     "allocation": allocation,
     "stream": stream,
@@ -347,10 +349,18 @@ RULES: dict[str, Callable[[WarpCall, Policy], Finding | None]] = {
 }
 
 
+def rules_by_op(policy: Policy) -> dict[str, tuple[Rule, ...]]:
+    """For each kind of operation, the rules of the policy's checks that can fire on it."""
+    return {
+        op: tuple(RULES[c] for c in categories if c in policy.checks)
+        for op, categories in _OP_CATEGORIES.items()
+    }
+
+
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
     """Every finding of the policy's checks on one call, in category order."""
     findings = []
-    for category in _OP_CATEGORIES[call.entry.op]:  # only the rules that can fire
+    for category in _OP_CATEGORIES[call.entry.op]:
         if category in policy.checks:
             finding = RULES[category](call, policy)
             if finding is not None:

@@ -25,12 +25,15 @@ class WarpCall:
     what you need inside ``on_call``; what was read stays readable afterwards.
     """
 
-    __slots__ = ("_frame", "_values", "entry")
+    # `explicit`, read at every launch and copy, has a slot of its own; the other fields go
+    # to `_values` once read. Made at every watched call: kept small.
+    __slots__ = ("_explicit", "_frame", "_values", "entry")
 
     def __init__(self, entry: Entry, frame: FrameType) -> None:
         self.entry = entry
         self._frame: FrameType | None = frame
-        self._values: dict[str, object] = {}
+        self._explicit: object = _UNREAD
+        self._values: dict[str, object] | None = None
 
     @classmethod
     def of(
@@ -53,9 +56,9 @@ class WarpCall:
         entry = installed().by_api(api)
         call = cls(entry, None)  # type: ignore[arg-type]
         site = site or caller or Site.of(None)
-        call._values.update(
+        call._explicit = explicit
+        call._values = dict(
             args=types.MappingProxyType(dict(args or {})),
-            explicit=explicit,
             caller=caller or site,
             walk=(site, via or api, tuple(within)),
             direct=direct,
@@ -80,7 +83,10 @@ class WarpCall:
         return self._frame is not None
 
     def _read(self, name: str, compute: Callable[[FrameType], object]) -> object:
-        value = self._values.get(name, _UNREAD)
+        values = self._values
+        if values is None:
+            values = self._values = {}
+        value = values.get(name, _UNREAD)
         if value is not _UNREAD:
             return value
         if self._frame is None:
@@ -88,8 +94,7 @@ class WarpCall:
                 f"WarpCall.{name} was not read while the call was live; read it inside "
                 "on_call (what is read there stays readable)"
             )
-        value = compute(self._frame)
-        self._values[name] = value
+        value = values[name] = compute(self._frame)
         return value
 
     @property
@@ -102,15 +107,13 @@ class WarpCall:
         """Names of the parameters the caller passed explicitly (``self`` included for a
         bound method), or None where that cannot be known (a call reached through C code
         that the tracer could not trace back)."""
-        # Read at every launch and copy: spelled out rather than through _read.
-        values = self._values
-        value = values.get("explicit", _UNREAD)
+        value = self._explicit
         if value is _UNREAD:
             frame = self._frame
             if frame is None:
                 return self._read("explicit", callsite.explicit_arguments)  # raises
-            value = values["explicit"] = callsite.explicit_arguments(frame, self.entry.parameters)
-        return value
+            value = self._explicit = callsite.explicit_arguments(frame, self.entry.parameters)
+        return value  # type: ignore[return-value]
 
     @property
     def caller(self) -> Site:
@@ -179,7 +182,7 @@ class WarpCall:
         return f"<WarpCall {self.entry.watch.text} ({state})>"
 
     def __str__(self) -> str:
-        site = self._values.get("walk")
+        site = (self._values or {}).get("walk")
         return self.entry.watch.text + (f" from {site[0]}" if site else "")  # type: ignore[index]
 
 
