@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
 from . import sanction
 from .registry import (
@@ -96,8 +97,7 @@ class Violation:
         return f"{self.api} from {self.site}"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """What a rule made of a call: an outcome and the breach it concerns."""
 
     outcome: str  # VIOLATION, ALLOWED or SANCTIONED
@@ -272,12 +272,14 @@ def host_sync(call: WarpCall, policy: Policy) -> Finding | None:
             return None
         text = f"wp.copy from {devices[0]} to {devices[1]}"
     elif op in (SYNC, READBACK):
+        if _served(call, "host_sync"):
+            return None  # numpy() reading __array_interface__: one user call, one violation
         if call.api == "wp.array.__array_interface__" and not _cpu_array(call.args.get("self")):
             return None  # a CUDA array refuses it: no readback happens
         text = call.entry.watch.text
     else:
         return None
-    if _served(call, "host_sync"):
+    if op == COPY and _served(call, "host_sync"):
         return None
     caller = call.caller
     key = (call.api, caller.module, caller.function)

@@ -67,6 +67,11 @@ def first_user_frame(frame: FrameType | None) -> FrameType | None:
     return frame
 
 
+# (id(code), f_lasti) -> (code, site): a loop breaching at one line makes its Site once
+# (reading a frame's line number decodes the line table).
+_sites: dict[tuple[int, int], tuple[CodeType, Site]] = {}
+
+
 @dataclass(frozen=True)
 class Site:
     """A place in the source: the module, qualified function name, file and line."""
@@ -82,12 +87,18 @@ class Site:
         if frame is None:
             return cls("<unknown>", "<unknown>", "<unknown>", 0)
         code = frame.f_code
-        return cls(
+        key = (id(code), frame.f_lasti)
+        known = _sites.get(key)
+        if known is not None and known[0] is code:
+            return known[1]
+        site = cls(
             module=str(frame.f_globals.get("__name__", "<unknown>")),
             function=code.co_qualname,
             filename=code.co_filename,
             lineno=frame.f_lineno or code.co_firstlineno,
         )
+        _sites[key] = (code, site)
+        return site
 
     @property
     def location(self) -> str:

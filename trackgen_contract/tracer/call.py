@@ -118,7 +118,11 @@ class WarpCall:
     @property
     def caller(self) -> Site:
         """The direct caller, Warp's own code included."""
-        return self._read("caller", lambda f: Site.of(f.f_back))
+        return self._read("caller", self._caller)
+
+    def _caller(self, frame: FrameType) -> Site:
+        # The user's own code calling directly: the same site the walk finds, made once.
+        return self.site if self.direct else Site.of(frame.f_back)
 
     @property
     def site(self) -> Site:
@@ -156,6 +160,8 @@ class WarpCall:
         return self._read("walk", self._walk_stack)  # type: ignore[return-value]
 
     def _walk_stack(self, frame: FrameType) -> tuple[Site, str, tuple[str, ...]]:
+        # One pass from the caller down to the first frame of the user's: the watched calls
+        # passed on the way, the outermost Warp function, and the user's frame.
         registry = installed()
         within: list[str] = []
         outermost = None

@@ -1,0 +1,296 @@
+"""What a guard costs, side by side with a monkeypatching guard, in one process.
+
+    python benchmarks/overhead.py            # the full run (a few minutes)
+    python benchmarks/overhead.py --quick    # a smoke run (under a minute)
+    python benchmarks/overhead.py --json out.json
+
+Each workload runs with no guard, under this package's guard (the backend of this Python:
+``sys.monitoring`` on 3.12+, ``sys.setprofile`` on 3.11) and under the monkeypatching
+reference guard in ``monkeypatch_guard.py``. Configurations take turns in rotated order
+within each round, after a warm-up, with the garbage collector off; a guard is entered
+before and left after the timed loop. Each ratio is the median over rounds of the
+configuration's time over the unguarded time of the same round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from monkeypatch_guard import MonkeypatchGuard
+
+from trackgen_contract import BACKEND, hot_path_guard
+
+if hasattr(wp.config, "log_level"):
+    wp.config.log_level = wp.LOG_WARNING
+else:
+    wp.config.quiet = True
+
+
+@wp.kernel
+def bump(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] + 1.0
+
+
+A = wp.zeros(16, dtype=float, device="cpu")
+B = wp.zeros(16, dtype=float, device="cpu")
+STATE = {"n": 0}
+
+GUARDS: dict[str, Callable[[], AbstractContextManager]] = {
+    "none": nullcontext,
+    "guard": lambda: hot_path_guard(strict=False),
+    "monkeypatch": MonkeypatchGuard,
+}
+
+
+# --- workloads: each takes a repeat count --------------------------------------------------
+
+
+def launches(n: int) -> None:
+    for _ in range(n):
+        wp.launch(bump, dim=16, inputs=[A], device="cpu", stream=None)
+
+
+def mixed(n: int) -> None:
+    for _ in range(n):
+        wp.launch(bump, dim=16, inputs=[A], device="cpu", stream=None)
+        wp.copy(B, A, stream=None)
+        A.numpy()
+        wp.synchronize()
+
+
+def bookkeeping(state: dict, i: int) -> None:
+    state["n"] += i
+
+
+def python_heavy(ratio: int) -> Callable[[int], None]:
+    def work(n: int) -> None:
+        state = STATE
+        for _ in range(n):
+            wp.launch(bump, dim=16, inputs=[A], device="cpu", stream=None)
+            for i in range(ratio):
+                bookkeeping(state, i)
+
+    return work
+
+
+def ordinary(n: int) -> None:
+    state = STATE
+    for i in range(n):
+        bookkeeping(state, i)
+
+
+# --- measurement ---------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    unit: str  # "x" (ratio to no guard), "us" or "ns"
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def _timed(
+    work: Callable[[int], None],
+    n: int,
+    guard: Callable[[], AbstractContextManager],
+    background: bool,
+) -> float:
+    if background:
+        return _timed_beside_a_guard(work, n, guard)
+    with guard():
+        work(max(1, n // 20))  # warm the caches of this configuration
+        start = time.perf_counter()
+        work(n)
+        return time.perf_counter() - start
+
+
+def _timed_beside_a_guard(
+    work: Callable[[int], None], n: int, guard: Callable[[], AbstractContextManager]
+) -> float:
+    """Time `work` in this thread while another thread holds a guard."""
+    entered, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with guard():
+            entered.set()
+            done.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    entered.wait()
+    try:
+        work(max(1, n // 20))
+        start = time.perf_counter()
+        work(n)
+        return time.perf_counter() - start
+    finally:
+        done.set()
+        holder.join()
+
+
+def ratios(
+    name: str, work: Callable[[int], None], n: int, rounds: int, background: bool = False
+) -> Result:
+    names = list(GUARDS)
+    per_round: dict[str, list[float]] = {g: [] for g in names}
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        times = {g: _timed(work, n, GUARDS[g], background) for g in order}
+        for g in names:
+            per_round[g].append(times[g] / times["none"])
+    return Result(name, "x", {g: statistics.median(v) for g, v in per_round.items() if g != "none"})
+
+
+def per_call(name: str, work: Callable[[int], None], n: int, rounds: int) -> Result:
+    """Nanoseconds a guard adds to each call of `work`'s loop."""
+    names = list(GUARDS)
+    added: dict[str, list[float]] = {g: [] for g in names if g != "none"}
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        times = {g: _timed(work, n, GUARDS[g], False) for g in order}
+        for g in added:
+            added[g].append((times[g] - times["none"]) / n * 1e9)
+    return Result(name, "ns", {g: statistics.median(v) for g, v in added.items()})
+
+
+def enter_exit(modules: int, rounds: int) -> Result:
+    """Microseconds to enter and leave a guard with `modules` modules imported."""
+    _import_synthetic_modules(modules)
+    values = {}
+    for name in ("guard", "monkeypatch"):
+        samples = []
+        for _ in range(rounds):
+            guard = GUARDS[name]()
+            start = time.perf_counter()
+            with guard:
+                pass
+            samples.append((time.perf_counter() - start) * 1e6)
+        values[name] = statistics.median(samples)
+    return Result(f"enter + exit, {len(sys.modules)} modules imported", "us", values)
+
+
+_SYNTHETIC = Path(tempfile.mkdtemp(prefix="tc_bench_modules_"))
+
+
+def _import_synthetic_modules(total: int) -> None:
+    """Import small modules until `total` are imported; a few bind Warp functions."""
+    if str(_SYNTHETIC) not in sys.path:
+        sys.path.insert(0, str(_SYNTHETIC))
+    i = 0
+    while len(sys.modules) < total:
+        name = f"tc_bench_{i:05d}"
+        i += 1
+        if name in sys.modules:
+            continue
+        path = _SYNTHETIC / f"{name}.py"
+        if not path.exists():
+            body = "from warp import launch, copy\n" if i % 50 == 0 else ""
+            path.write_text(body + "".join(f"value_{k} = {k}\n" for k in range(20)))
+        __import__(name)
+
+
+def run(quick: bool) -> list[Result]:
+    n = 200 if quick else 1000
+    rounds = 5 if quick else 15
+    gc.disable()
+    try:
+        launches(50)  # build and load the kernel first
+        results = [
+            ratios("real Warp: launch loop, stream= passed", launches, n, rounds),
+            ratios("real Warp: launch + copy + readback + sync", mixed, n // 4, rounds),
+        ]
+        for ratio in (0, 10, 100, 1000):
+            count = max(4, n // max(1, ratio // 10)) if ratio else n
+            results.append(
+                ratios(f"Python-heavy: M/N = {ratio}", python_heavy(ratio), count, rounds)
+            )
+        results += [
+            ratios("another thread guarded: launch loop here", launches, n, rounds, True),
+            ratios(
+                "another thread guarded: M/N = 1000 here",
+                python_heavy(1000),
+                max(4, n // 100),
+                rounds,
+                True,
+            ),
+            per_call("per watched call (launch)", launches, n, rounds),
+            per_call("per unwatched call", ordinary, n * 100, rounds),
+            enter_exit(300, rounds * 4),
+            enter_exit(3000, rounds * 4),
+        ]
+    finally:
+        gc.enable()
+    return results
+
+
+def machine() -> dict[str, object]:
+    return {
+        "python": platform.python_version(),
+        "backend": BACKEND,
+        "warp": wp.__version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def table(results: list[Result], facts: dict[str, object]) -> str:
+    guard = f"guard ({facts['backend']})"
+    width = max(len(r.name) for r in results)
+    lines = [
+        f"Python {facts['python']}, warp-lang {facts['warp']}, {facts['cpus']} CPUs, "
+        f"{facts['platform']}",
+        "",
+        f"| {'workload':<{width}} | {guard:>24} | {'monkeypatch reference':>22} |",
+        f"|{'-' * (width + 2)}|{'-' * 26}:|{'-' * 24}:|",
+    ]
+    for r in results:
+        cells = [_cell(r.values[g], r.unit) for g in ("guard", "monkeypatch")]
+        lines.append(f"| {r.name:<{width}} | {cells[0]:>24} | {cells[1]:>22} |")
+    return "\n".join(lines)
+
+
+def _cell(value: float, unit: str) -> str:
+    if unit == "x":
+        return f"{value:.3f}x"
+    if unit == "us":
+        return f"{value:,.0f} us"
+    return f"{value:,.0f} ns"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run, under a minute")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+    args = parser.parse_args(argv)
+    facts = machine()
+    results = run(args.quick)
+    print(table(results, facts))
+    if args.json:
+        document = {
+            "machine": facts,
+            "quick": args.quick,
+            "results": [{"name": r.name, "unit": r.unit, **r.values} for r in results],
+        }
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
