@@ -47,6 +47,8 @@ from acme import gen
 import trackgen_contract
 if hasattr(wp.config, "log_level"):
     wp.config.log_level = wp.LOG_WARNING
+else:
+    wp.config.quiet = True
 a = wp.zeros(4, dtype=float, device="cpu")
 """
 

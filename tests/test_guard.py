@@ -179,6 +179,11 @@ def test_bad_modules_is_a_clear_error(modules):
         hot_path_guard(modules=modules)
 
 
+def test_empty_modules_is_a_clear_error():
+    with pytest.raises(ValueError, match="modules is empty"):
+        stream_explicit(())
+
+
 @pytest.mark.parametrize("option", ["host_sync", "allocation", "stream", "capture", "strict"])
 def test_switches_must_be_bools(option):
     with pytest.raises(TypeError, match=rf"HotPathGuard\({option}=...\) must be True or False"):
@@ -238,6 +243,11 @@ def test_sanction_returns_the_function_unchanged():
         return 7
 
     assert sanction.site("x")(poll) is poll
+
+
+def test_sanction_site_needs_a_function():
+    with pytest.raises(TypeError, match=r"sanction.site\('x'\) expects a function"):
+        sanction.site("x")(42)
 
 
 @pytest.mark.parametrize("kind", ["", None, 3])

@@ -148,6 +148,11 @@ def _modules(modules: object) -> tuple[str, ...] | None:
         names = tuple(modules)  # type: ignore[arg-type]
     except TypeError:
         raise wrong from None
+    if not names:
+        raise ValueError(
+            "modules is empty, so the stream rules would check nothing; "
+            "pass None (the default) to check every caller outside Warp"
+        )
     for name in names:
         if (
             not isinstance(name, str)
