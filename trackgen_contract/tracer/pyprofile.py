@@ -34,10 +34,12 @@ class ProfileCore:
         self._lock = threading.Lock()
         self._entries: dict[int, Entry] | None = None  # by id(code), see Registry
         self._threads: dict[int, list] = {}  # thread id -> [tracers, previous profile]
+        self._profile: Callable[[FrameType, str, object], None] | None = None
 
     def attach(self) -> None:
-        if self._entries is None:
+        if self._profile is None:
             self._entries = installed().by_id
+            self._profile = self._make_profile()
         thread = threading.get_ident()
         with self._lock:
             record = self._threads.get(thread)
@@ -46,6 +48,25 @@ class ProfileCore:
             else:
                 record[0] += 1
         sys.setprofile(self._profile)
+
+    def _make_profile(self) -> Callable[[FrameType, str, object], None]:
+        # Runs at every Python call, return and C call of the thread: a closure over
+        # locals, with the cheapest test first.
+        entries, active, dispatch = self._entries, self._active.get, self._dispatch
+
+        def profile(frame: FrameType, event: str, arg: object) -> None:
+            if event == "call":
+                entry = entries.get(id(frame.f_code))
+                if entry is not None:
+                    tracers = active()
+                    if tracers:
+                        try:
+                            dispatch(tracers, entry, frame)
+                        except BaseException:
+                            __tracebackhide__ = True  # read by pytest
+                            raise
+
+        return profile
 
     def detach(self) -> None:
         thread = threading.get_ident()
@@ -57,19 +78,6 @@ class ProfileCore:
                 return
             del self._threads[thread]
         _restore(record[1])
-
-    def _profile(self, frame: FrameType, event: str, arg: object) -> None:
-        # Runs at every Python call, return and C call of the thread: cheapest test first.
-        if event == "call":
-            entry = self._entries.get(id(frame.f_code))
-            if entry is not None:
-                tracers = self._active.get()
-                if tracers:
-                    try:
-                        self._dispatch(tracers, entry, frame)
-                    except BaseException:
-                        __tracebackhide__ = True  # read by pytest
-                        raise
 
 
 def _restore(previous: object) -> None:
