@@ -360,19 +360,6 @@ def _analyse(code: CodeType) -> dict[int, _Site]:
     return sites
 
 
-def _site_at(code: CodeType, lasti: int) -> _Site | None:
-    cached = _analyses.get(id(code))
-    sites = cached[1] if cached is not None and cached[0] is code else _analyse(code)
-    return sites.get(lasti)
-
-
-def shape_at(code: CodeType, lasti: int) -> tuple[CallShape | None, bool | None]:
-    """The call shape that `lasti` of `code` rests on, and whether the callee was called
-    directly from Python (True), through C (False), or cannot be told (None)."""
-    site = _site_at(code, lasti)
-    return (None, None) if site is None else (site.shape, site.direct)
-
-
 # --- reading back from the frame ------------------------------------------------------
 
 

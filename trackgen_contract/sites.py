@@ -60,13 +60,6 @@ def is_internal(code: CodeType) -> bool:
     return _origin_of(code)[2]
 
 
-def first_user_frame(frame: FrameType | None) -> FrameType | None:
-    """`frame` or the nearest frame below it that is not internal."""
-    while frame is not None and is_internal(frame.f_code):
-        frame = frame.f_back
-    return frame
-
-
 # (id(code), f_lasti) -> (code, site): a loop breaching at one line makes its Site once
 # (reading a frame's line number decodes the line table).
 _sites: dict[tuple[int, int], tuple[CodeType, Site]] = {}

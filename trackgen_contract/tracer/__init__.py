@@ -44,11 +44,6 @@ class Core(Protocol):
         """A tracer started in the current thread stops."""
 
 
-def active_tracers() -> tuple[Tracer, ...]:
-    """The tracers started in this context (both cores check it before anything else)."""
-    return _active.get()
-
-
 def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> None:
     """Report a watched call, about to run in `frame`, to `tracers`.
 
