@@ -180,12 +180,8 @@ class TrackGenerator:
         # The three classic mistakes, each fine in a script and fatal to a graph capture.
         print(f"debug: mean |curvature| {abs(self.curvature.numpy()).mean():.4f}")
         scratch = wp.zeros(self.num_envs, dtype=float, device=self.device)
-        wp.launch(
-            track_stats,
-            dim=self.num_envs,
-            device=self.device,
-            inputs=[self.points, self.curvature, scratch, self.peak_curvature],
-        )
+        inputs = [self.points, self.curvature, scratch, self.peak_curvature]
+        wp.launch(track_stats, dim=self.num_envs, inputs=inputs, device=self.device)
 
 
 def run(num_envs: int, steps: int, device: str, dirty: bool) -> dict[str, float]:
