@@ -356,3 +356,22 @@ def test_profile_hook_comes_back_after_a_swallowed_strict_violation(arr):
 
 
 HotPathViolationType = trackgen_contract.HotPathViolation
+
+
+def test_other_exceptions_keep_their_traceback(arr):
+    def broken(call):
+        return {}["missing"]
+
+    with pytest.raises(KeyError) as info, Tracer(broken):
+        gen.sync()
+    assert any(entry.name == "broken" for entry in info.traceback)
+
+
+def test_a_refusal_is_shown_from_the_users_call(arr):
+    def refuse(call):
+        raise HotPathViolationType("no")
+
+    with pytest.raises(HotPathViolationType) as info, Tracer(refuse):
+        gen.sync()
+    names = [entry.name for entry in info.traceback]
+    assert "sync" in names and "refuse" not in names

@@ -17,7 +17,7 @@ from .rules import (
     make_policy,
     rules_by_op,
 )
-from .tracer import Tracer, WarpCall
+from .tracer import CallRefused, Tracer, WarpCall
 
 __all__ = [
     "HotPathGuard",
@@ -31,7 +31,7 @@ __all__ = [
 DEBUG_SYNC_ENV = "TRACKGEN_DEBUG_SYNC"
 
 
-class HotPathViolation(AssertionError):
+class HotPathViolation(AssertionError, CallRefused):
     """A guarded hot path broke the contract."""
 
 

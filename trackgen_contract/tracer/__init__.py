@@ -26,10 +26,15 @@ from typing import Protocol
 from ..registry import Entry
 from .call import WarpCall
 
-__all__ = ["BACKEND", "Tracer", "WarpCall"]
+__all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall"]
 
 # The tracers started in the current context, in start order.
 _active: ContextVar[tuple[Tracer, ...]] = ContextVar("trackgen_contract_tracers", default=())
+
+
+class CallRefused(Exception):
+    """Raised by an ``on_call`` to refuse a call: it is shown from the user's call down,
+    without the frames of the tracer and of ``on_call`` (other exceptions keep them)."""
 
 
 class Core(Protocol):
@@ -61,10 +66,8 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
                 error = error or exc
     call._frame = None
     if error is not None:
-        # Shown from the user's call down: drop the tracer's and the guard's own frames
-        # (pytest also hides this one).
-        __tracebackhide__ = True
-        raise error.with_traceback(None)
+        __tracebackhide__ = True  # read by pytest
+        raise error.with_traceback(None) if isinstance(error, CallRefused) else error
 
 
 def _choose_core() -> Core:
