@@ -156,6 +156,13 @@ def test_program_that_raises(tmp_path):
     assert "2 breaching calls at 2 sites" in err  # the report still comes (zeros, numpy)
 
 
+def test_programs_own_strict_guard(tmp_path):
+    path = program(tmp_path, PRELUDE + "with trackgen_contract.hot_path_guard():\n    a.numpy()\n")
+    status, _, err = trace(path)
+    assert status == 1
+    assert "HotPathViolation: host sync on a hot path" in err and "trace.py" not in err
+
+
 def test_syntax_error(tmp_path):
     status, _, err = trace(program(tmp_path, "def (:\n"))
     assert status == 1

@@ -182,12 +182,11 @@ def _run(program: Program, recording: Recording) -> int | None:
         return 0
     except SystemExit as exc:
         return _exit_status(exc.code)
-    except HotPathViolation as exc:
-        if not recording.strict:
-            raise
-        print(f"trackgen_contract: {exc}", file=sys.stderr)
-        return None
-    except BaseException as exc:  # the program failed: report it as Python would
+    except BaseException as exc:
+        if recording.strict and isinstance(exc, HotPathViolation):
+            print(f"trackgen_contract: {exc}", file=sys.stderr)
+            return None
+        # The program failed (a guard of its own included): report it as Python would.
         tb = _user_traceback(exc.__traceback__, program)
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
         return 130 if isinstance(exc, KeyboardInterrupt) else 1
