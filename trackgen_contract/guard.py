@@ -14,8 +14,8 @@ from .rules import (
     Finding,
     Key,
     Violation,
+    judge,
     make_policy,
-    rules_by_op,
 )
 from .tracer import CallRefused, Tracer, WarpCall
 
@@ -89,13 +89,12 @@ class HotPathGuard:
         for name, value in {**switches, "strict": strict}.items():
             if not isinstance(value, bool):
                 raise TypeError(f"HotPathGuard({name}=...) must be True or False, got {value!r}")
-        self._policy = policy = make_policy(
+        self._policy = make_policy(
             checks=[c for c in CATEGORIES if switches[c]],
             modules=modules,
             allow=allow,
             keep_arrays=not strict,
         )
-        self._rules = rules_by_op(policy)  # looked up at every watched call
         self.strict = strict
         #: Every breach recorded in the last (or current) block, in call order.
         self.violations: list[Violation] = []
@@ -150,11 +149,8 @@ class HotPathGuard:
             raise HotPathViolation(self.report())
 
     def _on_call(self, call: WarpCall) -> None:
-        policy = self._policy
-        for rule in self._rules[call.entry.op]:
-            finding = rule(call, policy)
-            if finding is not None:
-                self._record(finding)
+        for finding in judge(call, self._policy):
+            self._record(finding)
 
     def _record(self, finding: Finding) -> None:
         violation = finding.violation

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import NamedTuple
 
 from . import sanction
@@ -112,6 +112,15 @@ class Policy:
     modules: tuple[str, ...] | None = None  # None: every caller outside Warp
     allow: frozenset[Key] = frozenset()
     keep_arrays: bool = True  # hold allocated arrays in `Violation.array`
+
+    @cached_property
+    def rules(self) -> dict[str, tuple[Rule, ...]]:
+        """For each kind of operation, the rules of the checks that can fire on it (worked
+        out once: `judge` looks them up at every watched call)."""
+        return {
+            op: tuple(RULES[c] for c in categories if c in self.checks)
+            for op, categories in _OP_CATEGORIES.items()
+        }
 
 
 def make_policy(
@@ -273,7 +282,7 @@ def host_sync(call: WarpCall, policy: Policy) -> Finding | None:
     op = call.op
     if op == COPY:
         devices = _copy_devices(call)
-        if devices is None:
+        if devices is None or _served(call, "host_sync"):
             return None
         text = f"wp.copy from {devices[0]} to {devices[1]}"
     elif op in (SYNC, READBACK):
@@ -283,8 +292,6 @@ def host_sync(call: WarpCall, policy: Policy) -> Finding | None:
             return None  # a CUDA array refuses it: no readback happens
         text = call.entry.watch.text
     else:
-        return None
-    if op == COPY and _served(call, "host_sync"):
         return None
     caller = call.caller
     key = (call.api, caller.module, caller.function)
@@ -316,9 +323,7 @@ def stream(call: WarpCall, policy: Policy) -> Finding | None:
     """Device work that does not name its stream."""
     op = call.entry.op
     if op in (LAUNCH, COPY):
-        explicit = call.explicit  # the common case, a launch that names its stream, ends here
-        if explicit is not None and call.entry.watch.stream in explicit:
-            return None
+        # The common case, a launch that names its stream, ends at the first test.
         if _passed(call, call.entry.watch.stream) or _records_only(call) or _served(call, "stream"):
             return None
         where, text = call.site, f"{call.api} without stream="
@@ -356,20 +361,11 @@ RULES: dict[str, Rule] = {
 }
 
 
-def rules_by_op(policy: Policy) -> dict[str, tuple[Rule, ...]]:
-    """For each kind of operation, the rules of the policy's checks that can fire on it."""
-    return {
-        op: tuple(RULES[c] for c in categories if c in policy.checks)
-        for op, categories in _OP_CATEGORIES.items()
-    }
-
-
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
     """Every finding of the policy's checks on one call, in category order."""
     findings = []
-    for category in _OP_CATEGORIES[call.entry.op]:
-        if category in policy.checks:
-            finding = RULES[category](call, policy)
-            if finding is not None:
-                findings.append(finding)
+    for rule in policy.rules[call.entry.op]:
+        finding = rule(call, policy)
+        if finding is not None:
+            findings.append(finding)
     return findings
