@@ -14,6 +14,9 @@ from ..sites import Site, in_warp, is_internal
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _UNREAD = object()
 
+#: What both cores call for each watched call: ``dispatch(tracers, entry, frame)``.
+Dispatch = Callable[[tuple, Entry, FrameType], None]
+
 
 class WarpCall:
     """A watched Warp call, seen before it runs.
@@ -90,10 +93,7 @@ class WarpCall:
         if value is not _UNREAD:
             return value
         if self._frame is None:
-            raise RuntimeError(
-                f"WarpCall.{name} was not read while the call was live; read it inside "
-                "on_call (what is read there stays readable)"
-            )
+            raise _not_read(name)
         value = values[name] = compute(self._frame)
         return value
 
@@ -111,7 +111,7 @@ class WarpCall:
         if value is _UNREAD:
             frame = self._frame
             if frame is None:
-                return self._read("explicit", callsite.explicit_arguments)  # raises
+                raise _not_read("explicit")
             value = self._explicit = callsite.explicit_arguments(frame, self.entry.parameters)
         return value  # type: ignore[return-value]
 
@@ -190,6 +190,13 @@ class WarpCall:
     def __str__(self) -> str:
         site = (self._values or {}).get("walk")
         return self.entry.watch.text + (f" from {site[0]}" if site else "")  # type: ignore[index]
+
+
+def _not_read(name: str) -> RuntimeError:
+    return RuntimeError(
+        f"WarpCall.{name} was not read while the call was live; read it inside on_call "
+        "(what is read there stays readable)"
+    )
 
 
 def _bound_arguments(frame: FrameType) -> Mapping[str, object]:

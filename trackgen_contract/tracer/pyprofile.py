@@ -19,8 +19,7 @@ from contextvars import ContextVar
 from types import FrameType
 
 from ..registry import Entry, installed
-
-Dispatch = Callable[[tuple, Entry, FrameType], None]
+from .call import Dispatch
 
 
 class ProfileCore:

@@ -18,11 +18,10 @@ import sys
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from types import CodeType, FrameType
+from types import CodeType
 
 from ..registry import Entry, installed
-
-Dispatch = Callable[[tuple, Entry, FrameType], None]
+from .call import Dispatch
 
 _TOOL_NAME = "trackgen_contract"
 _PREFERRED_IDS = (3, 4, 5, 2, 1, 0)
