@@ -141,6 +141,11 @@ def _checks(checks: Iterable[str]) -> frozenset[str]:
     unknown = sorted(c for c in chosen if c not in CATEGORIES)
     if unknown:
         raise ValueError(f"unknown check category {unknown[0]!r}; the categories are {CATEGORIES}")
+    if not chosen:
+        raise ValueError(
+            f"no check is switched on, so nothing would be checked; choose at least one of "
+            f"{', '.join(CATEGORIES)}"
+        )
     return chosen
 
 
@@ -192,7 +197,7 @@ def _allow(allow: object) -> frozenset[Key]:
         if not (
             isinstance(key, (tuple, list))
             and len(key) == 3
-            and all(isinstance(p, str) for p in key)
+            and all(isinstance(p, str) and p for p in key)
         ):
             raise TypeError(f"{wrong}; got the malformed key {key!r}")
         api = key[0].removesuffix("()")

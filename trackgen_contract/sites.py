@@ -1,9 +1,11 @@
 """Where a call came from: the `Site` value type, and which frames are Warp's or ours.
 
-A frame is *internal* when its code lives inside the installed ``warp`` package (warp.fem,
-warp.sparse and the other subpackages included) or inside this package. Attribution walks
-past internal frames to the first frame of the user's own code, the way Warp itself tags
-allocations with their call site.
+A frame is *internal* when its code is Warp's library code (warp.fem, warp.sparse and the
+other subpackages included) or this package's. The programs Warp ships beside its library
+(``warp/examples``, ``warp/tests``) are not library code, and neither is whatever runs as
+``__main__``: those are the user's program. Attribution walks past internal frames to the
+first frame of the user's own code, the way Warp itself tags allocations with their call
+site.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ def _package_dir(name: str) -> str:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"package {name!r} is not installed")
     return os.path.join(os.path.realpath(spec.submodule_search_locations[0]), "")
+
+
+# Directories inside the warp package that hold programs, not library code.
+_WARP_PROGRAM_DIRS = ("examples", "tests")
 
 
 _OWN_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
@@ -44,20 +50,23 @@ def _classify(code: CodeType) -> tuple[CodeType, bool, bool]:
         origin = (code, False, False)
     else:
         real = os.path.realpath(path)
-        in_warp = real.startswith(_warp_dir)
+        in_warp = real.startswith(_warp_dir) and not real[len(_warp_dir) :].startswith(
+            tuple(os.path.join(d, "") for d in _WARP_PROGRAM_DIRS)
+        )
         origin = (code, in_warp, in_warp or real.startswith(_OWN_DIR))
     _origin[id(code)] = origin
     return origin
 
 
-def in_warp(code: CodeType) -> bool:
-    """True when `code` belongs to the installed Warp package."""
-    return _origin_of(code)[1]
+def in_warp(frame: FrameType) -> bool:
+    """True when `frame` runs Warp's library code (never ``__main__``)."""
+    return _origin_of(frame.f_code)[1] and frame.f_globals.get("__name__") != "__main__"
 
 
-def is_internal(code: CodeType) -> bool:
-    """True when `code` belongs to Warp or to this package (never the user's code)."""
-    return _origin_of(code)[2]
+def is_internal(frame: FrameType) -> bool:
+    """True when `frame` runs Warp's library code or this package's (never the user's
+    program, whatever its path)."""
+    return _origin_of(frame.f_code)[2] and frame.f_globals.get("__name__") != "__main__"
 
 
 # (id(code), f_lasti) -> (code, site): a loop breaching at one line makes its Site once

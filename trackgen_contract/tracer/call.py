@@ -144,7 +144,7 @@ class WarpCall:
     @property
     def direct(self) -> bool:
         """Whether the caller is the user's code, not Warp's (or this package's)."""
-        return self._read("direct", lambda f: f.f_back is None or not is_internal(f.f_back.f_code))
+        return self._read("direct", lambda f: f.f_back is None or not is_internal(f.f_back))
 
     @property
     def in_hot_path(self) -> bool:
@@ -166,12 +166,12 @@ class WarpCall:
         within: list[str] = []
         outermost = None
         current = frame.f_back
-        while current is not None and is_internal(current.f_code):
+        while current is not None and is_internal(current):
             code = current.f_code
             entry = registry.entry(code)
             if entry is not None:
                 within.append(entry.api)
-            if in_warp(code):
+            if in_warp(current):
                 outermost = current
             current = current.f_back
         if outermost is None:
