@@ -1,0 +1,233 @@
+"""Read a described value back from the caller's frame without running any of its code.
+
+Only what is *stored* is read: the frame's locals and cells, globals and builtins, entries
+of a module's or an instance's ``__dict__``, plain class attributes (functions,
+``staticmethod``, ``classmethod``, values without ``__get__``), and items of an exact
+``dict``, ``list`` or ``tuple`` whose key is read the same way. A property, any other
+descriptor, a ``__getattr__``, a custom ``__getattribute__``, a mapping or sequence of the
+user's, an iterator: each would run code to answer, so each is `Unresolved`. Types are
+tested with ``type(x) is``, never ``isinstance`` (which may read ``__class__``).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from types import FrameType
+
+from .values import Const, Method, Ref
+
+_MISSING = object()
+# Key types whose hash and equality run no user code.
+_PLAIN_KEYS = (str, int, bool, float, bytes, type(None))
+_DICT_SCAN_LIMIT = 256  # a dict is searched key by key (see `_dict_item`)
+
+
+def _frame_locals_type() -> type:
+    return type(sys._getframe().f_locals)  # FrameLocalsProxy from 3.13, dict before
+
+
+_FRAME_LOCALS = _frame_locals_type()
+
+_object_getattribute = object.__getattribute__
+_type_getattribute = type.__getattribute__
+_module_getattribute = types.ModuleType.__getattribute__
+_type_mro = type.__dict__["__mro__"].__get__
+_type_dict = type.__dict__["__dict__"].__get__
+
+
+class Unresolved(Exception):
+    """A value cannot be read back without running code (or is gone)."""
+
+
+def class_lookup(cls: type, name: str) -> object:
+    """`name` in the dict of the first class of `cls`'s MRO that has it, as stored."""
+    for klass in _type_mro(cls):
+        value = _type_dict(klass).get(name, _MISSING)
+        if value is not _MISSING:
+            return value
+    return _MISSING
+
+
+def _is_data_descriptor(value: object) -> bool:
+    kind = type(value)
+    return class_lookup(kind, "__set__") is not _MISSING or (
+        class_lookup(kind, "__delete__") is not _MISSING
+    )
+
+
+def _instance_dict(obj: object) -> dict | None:
+    """``obj.__dict__`` when it is the plain one CPython keeps (never a property)."""
+    descriptor = class_lookup(type(obj), "__dict__")
+    # CPython's own: a getset for classes defined in Python, a member for modules.
+    if type(descriptor) in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        namespace = descriptor.__get__(obj, type(obj))
+        return namespace if type(namespace) is dict else None
+    return None
+
+
+def _bind(value: object, obj: object, cls: type) -> object:
+    """What a class attribute `value` gives when read through `obj` (None: the class)."""
+    kind = type(value)
+    if kind is types.FunctionType:
+        return value if obj is None else types.MethodType(value, obj)
+    if kind is staticmethod:
+        return value.__func__
+    if kind is classmethod:
+        return types.MethodType(value.__func__, cls)
+    if class_lookup(kind, "__get__") is _MISSING:
+        return value  # a plain value
+    raise Unresolved(f"a descriptor of type {kind.__name__}")
+
+
+def _instance_attribute(obj: object, name: str) -> object:
+    cls = type(obj)
+    if class_lookup(cls, "__getattribute__") is not _object_getattribute:
+        raise Unresolved(f"{cls.__name__} has its own __getattribute__")
+    value = class_lookup(cls, name)
+    if value is not _MISSING and _is_data_descriptor(value):
+        if type(value) is types.MemberDescriptorType:  # a __slots__ entry
+            try:
+                return value.__get__(obj, cls)
+            except AttributeError:
+                raise Unresolved(name) from None
+        raise Unresolved(f"{name} is a data descriptor")
+    namespace = _instance_dict(obj)
+    if namespace is not None:
+        own = namespace.get(name, _MISSING) if type(name) is str else _MISSING
+        if own is not _MISSING:
+            return own
+    if value is _MISSING:
+        raise Unresolved(name)  # a __getattr__ would answer, or nothing
+    return _bind(value, obj, cls)
+
+
+def _class_attribute(cls: type, name: str) -> object:
+    meta = type(cls)
+    if class_lookup(meta, "__getattribute__") is not _type_getattribute:
+        raise Unresolved(f"{meta.__name__} has its own __getattribute__")
+    if class_lookup(meta, name) is not _MISSING:
+        raise Unresolved(f"{name} is defined by the metaclass")
+    value = class_lookup(cls, name)
+    if value is _MISSING:
+        raise Unresolved(name)
+    return _bind(value, None, cls)
+
+
+def _module_attribute(module: types.ModuleType, name: str) -> object:
+    if class_lookup(type(module), "__getattribute__") is not _module_getattribute:
+        raise Unresolved(f"{type(module).__name__} has its own __getattribute__")
+    value = _instance_dict(module)
+    value = _MISSING if value is None else value.get(name, _MISSING)
+    if value is _MISSING:
+        raise Unresolved(name)  # a module __getattr__ would answer
+    return value
+
+
+def attribute(obj: object, name: str) -> object:
+    """``obj.name`` as Python would find it, or `Unresolved` where finding it runs code."""
+    kind = type(obj)
+    if issubclass(kind, types.ModuleType):
+        return _module_attribute(obj, name)  # type: ignore[arg-type]
+    if issubclass(kind, type):
+        return _class_attribute(obj, name)  # type: ignore[arg-type]
+    return _instance_attribute(obj, name)
+
+
+def _plain_key(key: object) -> bool:
+    kind = type(key)
+    if kind is tuple:
+        return all(_plain_key(k) for k in key)  # type: ignore[union-attr]
+    return kind in _PLAIN_KEYS
+
+
+def _dict_item(mapping: dict, key: object) -> object:
+    # `mapping[key]` would compare with stored keys of equal hash through *their*
+    # __eq__, which may be the user's: look for the key among keys of its own type.
+    if len(mapping) > _DICT_SCAN_LIMIT:
+        raise Unresolved("a large dict")
+    kind = type(key)
+    try:
+        for stored, value in dict.items(mapping):
+            if stored is key or (type(stored) is kind and stored == key):
+                return value
+    except RuntimeError:  # changed size during iteration: another thread wrote to it
+        raise Unresolved("a dict being changed") from None
+    raise Unresolved(repr(key))
+
+
+def item(container: object, key: object) -> object:
+    """``container[key]`` for an exact dict, list or tuple and a plain key."""
+    kind = type(container)
+    if not _plain_key(key):
+        raise Unresolved("a key of the user's type")
+    if kind is dict:
+        return _dict_item(container, key)  # type: ignore[arg-type]
+    if kind in (list, tuple) and type(key) is int:
+        try:
+            return container[key]  # type: ignore[index]
+        except IndexError:
+            raise Unresolved(repr(key)) from None
+    raise Unresolved(f"an item of a {kind.__name__}")
+
+
+def _namespace_get(namespace: object, name: str) -> object:
+    if type(namespace) is dict:
+        return dict.get(namespace, name, _MISSING)
+    if type(namespace) is _FRAME_LOCALS:  # 3.13+: the frame's own view of its locals
+        return namespace.get(name, _MISSING)  # type: ignore[attr-defined]
+    return _MISSING  # a mapping of the user's (exec with custom locals, __prepare__)
+
+
+def _name(ref: Ref, frame: FrameType) -> object:
+    name, scope = ref.name, ref.scope
+    if scope != "global":
+        value = _namespace_get(frame.f_locals, name)
+        if value is not _MISSING:
+            return value
+        if scope == "fast":
+            raise Unresolved(name)
+    for namespace in (frame.f_globals, frame.f_builtins):
+        value = _namespace_get(namespace, name)
+        if value is not _MISSING:
+            return value
+    raise Unresolved(name)
+
+
+def resolve(value: object, frame: FrameType) -> object:
+    """The object a `Ref`, `Method` or `Const` describes, read from `frame`."""
+    kind = type(value)
+    if kind is Const:
+        return value.value  # type: ignore[attr-defined]
+    if kind is Method:
+        return attribute(resolve(value.receiver, frame), value.name)  # type: ignore[attr-defined]
+    if kind is not Ref:
+        raise Unresolved(repr(value))
+    obj = _name(value, frame)  # type: ignore[arg-type]
+    for step, key in value.steps:  # type: ignore[attr-defined]
+        if step == "attr":
+            obj = attribute(obj, key)
+        else:
+            obj = item(obj, resolve(key, frame))
+    return obj
+
+
+def sequence_length(value: object, frame: FrameType) -> int:
+    """The length of a ``*args`` value: an exact tuple or list only (an iterator would be
+    consumed, a sequence of the user's would run its ``__len__``)."""
+    obj = resolve(value, frame)
+    if type(obj) not in (tuple, list):
+        raise Unresolved(f"*args of type {type(obj).__name__}")
+    return len(obj)  # type: ignore[arg-type]
+
+
+def mapping_keys(value: object, frame: FrameType) -> frozenset[str]:
+    """The keys of a ``**kwargs`` value: an exact dict of string keys only."""
+    obj = resolve(value, frame)
+    if type(obj) is not dict:
+        raise Unresolved(f"**kwargs of type {type(obj).__name__}")
+    keys = list(dict.keys(obj))  # type: ignore[arg-type]
+    if not all(type(k) is str for k in keys):
+        raise Unresolved("**kwargs with keys that are not strings")
+    return frozenset(keys)
+

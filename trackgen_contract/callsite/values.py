@@ -1,0 +1,117 @@
+"""What the stack model knows about a value on the caller's stack.
+
+Each description says how the value can be read again from the caller's frame after the
+call started (`Ref`, `Method`, `Const`), how an argument list or keyword dict was put
+together (`Args`, `Kwargs`, `Star`), or that it is the result of another call (`Result`).
+`UNKNOWN` is anything else. Descriptions are immutable and compare by value: two paths
+that reach one instruction with equal descriptions keep them, others become `UNKNOWN`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Token:
+    """A named singleton description."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+UNKNOWN = Token("UNKNOWN")  # a value the model cannot describe
+NULL = Token("NULL")  # the NULL the compiler pushes beside a callable or for "no **kwargs"
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant of the code object (its type is part of it: ``1`` is not ``True``)."""
+
+    value: object
+    kind: type
+
+    @classmethod
+    def of(cls, value: object) -> Const:
+        return cls(value, type(value))
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A value read from a name, then through attributes and items.
+
+    `scope` is ``"fast"`` (a local or a cell), ``"global"`` (globals, then builtins) or
+    ``"name"`` (a module or class body: its locals, then globals, then builtins). A step
+    is ``("attr", name)`` or ``("item", key)``, the key itself a `Const` or a `Ref`.
+    """
+
+    scope: str
+    name: str
+    steps: tuple[tuple[str, object], ...] = ()
+
+    def then(self, kind: str, key: object) -> Ref:
+        return Ref(self.scope, self.name, (*self.steps, (kind, key)))
+
+
+@dataclass(frozen=True)
+class Method:
+    """``receiver.name`` loaded to be called (the receiver may end up bound as ``self``)."""
+
+    receiver: object
+    name: str
+
+
+@dataclass(frozen=True)
+class Star:
+    """A starred part of an argument list: ``*value`` in `Args`, ``**value`` in `Kwargs`."""
+
+    value: object
+
+
+@dataclass(frozen=True)
+class Args:
+    """A positional argument list being built: values and `Star` parts, in order."""
+
+    items: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class Kwargs:
+    """A keyword dict being built: literal names (str) and `Star` (``**``) parts."""
+
+    items: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """How one call instruction got its callable and its arguments.
+
+    `args` is an `Args`, or a description of the ``*args`` value for a
+    ``CALL_FUNCTION_EX`` that passes one sequence as is; `kwargs` likewise. `UNKNOWN`
+    where the model lost track.
+    """
+
+    func: object
+    args: object
+    kwargs: object
+
+    @property
+    def static(self) -> bool:
+        """Whether every argument is spelled out (no ``*`` or ``**`` part)."""
+        return (
+            type(self.args) is Args
+            and not any(type(item) is Star for item in self.args.items)
+            and type(self.kwargs) is Kwargs
+            and all(type(item) is str for item in self.kwargs.items)
+        )
+
+
+@dataclass(frozen=True)
+class Result:
+    """The value a call returned (a callable made inline: ``partial(f, ...)(...)``)."""
+
+    shape: CallShape
