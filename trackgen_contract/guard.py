@@ -98,7 +98,10 @@ class HotPathGuard:
         self.strict = strict
         #: Every breach recorded in the last (or current) block, in call order.
         self.violations: list[Violation] = []
-        #: The ``allow=`` keys that were hit (and let through), in call order.
+        #: The keys of the breaches let through, in call order: the ``allow=`` keys that
+        #: were hit, and for a breach accepted by a line pragma (``# trackgen_contract:
+        #: allow host_sync``) a `pragmas.PragmaAllowed` key, equal to the plain key and
+        #: carrying the breach and the pragma's line.
         self.allowed: list[Key] = []
         #: The keys of the sanctioned host syncs let through, in call order.
         self.sanctioned: list[Key] = []
@@ -159,6 +162,12 @@ class HotPathGuard:
         elif finding.outcome == ALLOWED:
             self.allowed.append(violation.key)
         elif finding.outcome == VIOLATION:
+            from .pragmas import accepting  # read only on a breach: the clean path never is
+
+            accepted = accepting(violation)  # a pragma on the breaching line
+            if accepted is not None:
+                self.allowed.append(accepted)
+                return
             self.violations.append(violation)
             if self.strict:
                 raise HotPathViolation(breach_message(violation))
@@ -197,11 +206,16 @@ class HotPathGuard:
         )
 
 
-def format_report(violations: list[Violation], *, with_source: bool = False) -> str:
+def format_report(
+    violations: list[Violation], *, with_source: bool = False, allowed: Iterable[Key] = ()
+) -> str:
     """Breaches grouped by category in `CATEGORIES` order, with a count and a hint each,
-    one line per breach (and its source line under it, `with_source`)."""
+    one line per breach (and its source line under it, `with_source`); then, from a guard's
+    `allowed`, the breaches that line pragmas accepted, each with the pragma's line."""
+    accepted = [str(key) for key in allowed if getattr(key, "pragma", None) is not None]
     if not violations:
-        return "no hot-path contract breach"
+        head = "no hot-path contract breach"
+        return "\n".join([head, *_accepted_lines(accepted)]) if accepted else head
     lines = []
     for category in CATEGORIES:
         found = [v for v in violations if v.category == category]
@@ -212,7 +226,14 @@ def format_report(violations: list[Violation], *, with_source: bool = False) -> 
                 source = violation.site.source_line() if with_source else ""
                 if source:
                     lines.append(f"      {source}")
+    lines += _accepted_lines(accepted)
     return "\n".join(lines)
+
+
+def _accepted_lines(accepted: list[str]) -> list[str]:
+    if not accepted:
+        return []
+    return [f"allowed by a line pragma ({len(accepted)}):", *(f"  {text}" for text in accepted)]
 
 
 def hot_path_guard(
