@@ -13,6 +13,7 @@ import pytest
 from trackgen_contract import report
 from trackgen_contract.recording import Recording, Scoped
 from trackgen_contract.rules import make_policy
+from trackgen_contract.trace import BREACHES, NOTHING_CHECKED
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -72,7 +73,7 @@ def load(path):
 def test_strict_stops_before_the_first_marked_hot_path_too(tmp_path):
     # Until a @hot_path runs its decorator, --strict cannot know the run will name one.
     status, _, err = trace("--strict", hot_program(tmp_path, "pass"))
-    assert status == 1
+    assert status == BREACHES
     assert "allocation on a hot path: wp.zeros() from <module>" in err
 
 
@@ -85,12 +86,18 @@ def test_demo_clean(tmp_path):
     document = load(tmp_path / "r.json")
     assert document["breaches"] == [] and document["exit_status"] == 0
     launches = next(c for c in document["calls"] if c["api"] == "wp.launch")
-    assert launches == {"api": "wp.launch", "calls": 10, "in_hot_paths": 10, "breaches": 0}
+    assert launches == {
+        "api": "wp.launch",
+        "inside": None,
+        "calls": 10,
+        "in_hot_paths": 10,
+        "breaches": 0,
+    }
 
 
 def test_demo_dirty_gives_exactly_the_three_planted_breaches(tmp_path):
     status, _, err = trace("--json", tmp_path / "r.json", DEMO, "--dirty", "--steps", "3")
-    assert status == 1, err
+    assert status == BREACHES, err
     document = load(tmp_path / "r.json")
     found = [
         (b["category"], b["api"], b["count"], b["site"]["function"]) for b in document["breaches"]
@@ -101,6 +108,7 @@ def test_demo_dirty_gives_exactly_the_three_planted_breaches(tmp_path):
         ("stream", "wp.launch without stream=", 3, "TrackGenerator._debug_stats"),
     ]
     assert document["breach_count"] == 9
+    assert (document["exit_status"], document["program_status"]) == (BREACHES, 0)
     assert "9 breaching calls at 3 sites" in err
     assert "scratch = wp.zeros(self.num_envs, dtype=float, device=self.device)" in err
 
@@ -119,7 +127,7 @@ def test_script_sees_argv_path_and_file(tmp_path):
     """,
     )
     status, out, err = trace(path, "--flag", "x", cwd=tmp_path)
-    assert status == 0, err
+    assert status == NOTHING_CHECKED, err  # no Warp call: nothing was checked
     assert out.splitlines() == [str([str(path), "--flag", "x"]), "True", "__main__"]
     assert "checked the whole run: no hot path was named" in err
     assert "no watched Warp call was made" in err
@@ -131,7 +139,7 @@ def test_module_form(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "__main__.py").write_text(PRELUDE + "print(sys.argv[1:], __name__)\na.numpy()\n")
     status, out, err = trace("-m", "tool", "one", "two", cwd=tmp_path)
-    assert status == 1, err
+    assert status == BREACHES, err
     assert out.strip().splitlines()[-1] == "['one', 'two'] __main__"  # after Warp's own notices
     assert "wp.array.numpy()  <module>" in err
 
@@ -145,6 +153,7 @@ def test_exit_message(tmp_path):
     status, _, err = trace(program(tmp_path, "import sys\nsys.exit('bye')\n"))
     assert status == 1
     assert err.startswith("bye\n")
+    assert "exit status 1: the program failed" in err
 
 
 def test_program_that_raises(tmp_path):
@@ -193,7 +202,7 @@ for _ in range(2):
 
 def test_no_hot_path_checks_the_whole_run(tmp_path):
     status, _, err = trace("--json", tmp_path / "r.json", program(tmp_path, HOT))
-    assert status == 1, err
+    assert status == BREACHES, err
     document = load(tmp_path / "r.json")
     assert document["scope"] == {"hot_paths": [], "whole_run": True}
     assert {b["api"] for b in document["breaches"]} == {
@@ -207,12 +216,18 @@ def test_no_hot_path_checks_the_whole_run(tmp_path):
 def test_hot_option_scopes_the_checks(tmp_path, target):
     path = program(tmp_path, HOT)
     status, _, err = trace("--hot", target, "--json", tmp_path / "r.json", path)
-    assert status == 1, err
+    assert status == BREACHES, err
     document = load(tmp_path / "r.json")
     assert document["scope"] == {"hot_paths": ["step"], "whole_run": False}
     assert [(b["api"], b["count"]) for b in document["breaches"]] == [("wp.array.numpy()", 2)]
     numpy = next(c for c in document["calls"] if c["api"] == "wp.array.numpy")
-    assert numpy == {"api": "wp.array.numpy", "calls": 2, "in_hot_paths": 2, "breaches": 2}
+    assert numpy == {
+        "api": "wp.array.numpy",
+        "inside": None,
+        "calls": 2,
+        "in_hot_paths": 2,
+        "breaches": 2,
+    }
     sync = next(c for c in document["calls"] if c["api"] == "wp.synchronize")
     assert sync["in_hot_paths"] == 0 and sync["breaches"] == 0
 
@@ -220,7 +235,7 @@ def test_hot_option_scopes_the_checks(tmp_path, target):
 def test_hot_option_in_an_imported_module(tmp_path):
     path = program(tmp_path, PRELUDE + "gen.read_back(a)\ngen.sync()\n")
     status, _, err = trace("--hot", "acme.gen:read_back", path)
-    assert status == 1
+    assert status == BREACHES
     assert "checked inside hot paths: read_back" in err
     assert "wp.synchronize" not in err.split("Warp calls seen")[0]
 
@@ -252,7 +267,7 @@ def test_hot_path_marker_in_the_program(tmp_path):
 def test_strict_stops_at_the_first_breach(tmp_path):
     path = hot_program(tmp_path, "gen.read_back(a)\nprint('after')\n")
     status, out, err = trace("--strict", "--hot", "__main__:run", path)
-    assert status == 1
+    assert status == BREACHES
     assert "after" not in out
     assert "trackgen_contract: host sync on a hot path: wp.array.numpy() from read_back" in err
 
@@ -264,10 +279,10 @@ def test_allow_option(tmp_path):
 
 def test_checks_and_modules_options(tmp_path):
     path = hot_program(tmp_path, "gen.read_back(a)\ngen.launch_without_stream(a)\n")
-    assert trace("--checks", "host_sync", "--json", tmp_path / "h.json", path)[0] == 1
+    assert trace("--checks", "host_sync", "--json", tmp_path / "h.json", path)[0] == BREACHES
     assert [b["category"] for b in load(tmp_path / "h.json")["breaches"]] == ["host_sync"]
     assert trace("--checks", "stream", "--modules", "elsewhere", path)[0] == 0
-    assert trace("--checks", "stream", "--modules", "acme", path)[0] == 1
+    assert trace("--checks", "stream", "--modules", "acme", path)[0] == BREACHES
 
 
 @pytest.mark.parametrize(
@@ -283,26 +298,38 @@ def test_checks_and_modules_options(tmp_path):
         (["--hot", "acme.gen:nothing", "PROG"], "'acme.gen' has no 'nothing'"),
         (["--hot", "no_such_mod:f", "PROG"], "cannot import 'no_such_mod'"),
         (["--hot", "acme.gen:np", "PROG"], "'np' is not a function"),
-        (["--checks", "host_sync,gpu", "PROG"], "unknown check category 'gpu'"),
+        (["--checks", "host_sync,gpu", "PROG"], "--checks: unknown category 'gpu'"),
+        (["--checks=", "PROG"], "--checks is empty, so nothing would be checked"),
+        (["--checks", " , ", "PROG"], "--checks is empty"),
         (["--allow", "wp.array.numpy:acme", "PROG"], "--allow takes API:MODULE:FUNCTION"),
-        (["--allow", "wp.zeros:a:b", "PROG"], "is not a host sync or readback API"),
-        (["--modules", "a b", "PROG"], "modules must be None"),
-        (["--json", "/no/such/dir/r.json", "PROG"], "no such directory"),
+        (["--allow", "wp.zeros:a:b", "PROG"], "'wp.zeros' is not a host sync or readback API"),
+        (["--allow", "numpy:mysim:f", "PROG"], "--allow numpy:mysim:f: 'numpy' is not a host"),
+        (["--modules", "a b", "PROG"], "--modules: 'a b' is not a module name"),
+        (["--modules", "", "PROG"], "--modules is empty"),
+        (["--json", "/no/such/dir/r.json", "PROG"], "--json /no/such/dir/r.json: no such dir"),
+        (["--sarif", "/no/such/dir/r.sarif", "PROG"], "--sarif /no/such/dir/r.sarif: no such"),
+        (["--json", "PROGDIR", "PROG"], "is a directory"),
+        (["--baseline", "missing.json", "PROG"], "--baseline missing.json: no such file"),
+        (["--baseline", "PROG", "PROG"], "not a baseline file"),
+        (["--baseline", "b", "--write-baseline", "c", "PROG"], "go one at a time"),
     ],
 )
 def test_usage_errors(tmp_path, args, message):
     path = program(tmp_path, PRELUDE)
-    status, _, err = trace(*[str(path) if a == "PROG" else a for a in args], cwd=tmp_path)
+    names = {"PROG": str(path), "PROGDIR": str(tmp_path)}
+    status, out, err = trace(*[names.get(a, a) for a in args], cwd=tmp_path)
     assert status == 2
     assert err.count("\n") == 1, err  # one line
     assert err.startswith("python -m trackgen_contract.trace: error: ")
     assert message in err
+    assert "allow:" not in err and "pass None" not in err  # the API's words, not the CLI's
 
 
 def test_help_shows_an_example():
     status, out, _ = trace("--help")
     assert status == 0
     assert "examples:" in out and "examples/track_demo.py --dirty" in out
+    assert f"{BREACHES}   breaches found" in out and f"{NOTHING_CHECKED}   nothing was checked" in out
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -313,7 +340,9 @@ def test_colour_only_when_asked(tmp_path):
     _, _, err = trace(path)  # stderr is a pipe here
     assert "\033[" not in err
     scoped = Scoped(Recording(make_policy()), hot_paths=())
-    text = report.render(scoped, program="p.py", colour=True)
+    findings = report.Findings(scoped, breaches=(), let_through=())
+    outcome = report.Outcome(0, 0, "clean")
+    text = report.render(findings, outcome, program="p.py", colour=True)
     assert "\033[1;32mno hot-path contract breach\033[0m" in text
 
 

@@ -9,13 +9,42 @@ inside a hot path, or anywhere while no hot path is marked yet.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from . import hotpaths
 from .guard import HotPathViolation, breach_message
-from .rules import ALLOWED, SANCTIONED, VIOLATION, Key, Policy, Violation, judge
+from .pragmas import Pragma, PragmaError, accepting
+from .registry import ALLOC, ALLOCATOR, NATIVE
+from .rules import ALLOWED, CATEGORIES, SANCTIONED, VIOLATION, Key, Policy, Violation, judge
+from .sites import Site
 from .tracer import Tracer, WarpCall
+
+
+@dataclass(frozen=True)
+class CallName:
+    """A row of the "Warp calls seen" table: what the program called (``wp.zeros``, not
+    Warp's allocation chokepoint), and, for a call that Warp made itself, the Warp function
+    the program called that made it (`inside`)."""
+
+    name: str
+    inside: str | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.inside is None else f"{self.name} (inside {self.inside})"
+
+
+def call_name(call: WarpCall) -> CallName:
+    """How the table names a watched call."""
+    if call.direct:
+        return CallName(call.api)
+    if call.op in (ALLOC, ALLOCATOR, NATIVE) and not call.within:
+        # The allocation that the program's own call made: named by that call, as the
+        # breach is ("wp.zeros", not "wp.array._init_new").
+        return CallName(call.via)
+    return CallName(call.api, call.via)
 
 
 @dataclass
@@ -29,41 +58,120 @@ class ApiCount:
     breaches_outside: int = 0
 
 
+@dataclass(frozen=True)
+class Row:
+    """Calls of one API at one site that breached the contract (or were let through).
+
+    `keys` are the ``(api, module, function)`` keys the calls were counted against (for a
+    host sync, the forms ``--allow`` and ``allow=`` take); `allowed_by` says what let them
+    through, None for a breach: ``"allow"``, ``"pragma"`` (then `pragma` is the comment),
+    ``"sanctioned"`` or ``"baseline"``. `tests` names the pytest tests that made them.
+    """
+
+    category: str
+    api: str
+    site: Site
+    count: int
+    keys: tuple[Key, ...]
+    allowed_by: str | None = None
+    pragma: Pragma | None = None
+    tests: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.count}x {self.api} from {self.site}"
+
+
+def rows(
+    counted: Iterable[tuple[Violation, int]],
+    *,
+    allowed_by: str | None = None,
+    pragma: Callable[[Violation], Pragma | None] = lambda v: None,
+) -> list[Row]:
+    """One row per (category, api, site), most calls first within each category."""
+    merged: dict[tuple[str, str, Site], tuple[int, set[Key], Pragma | None]] = {}
+    for violation, n in counted:
+        where = (violation.category, violation.api, violation.site)
+        count, keys, found = merged.get(where, (0, set(), None))
+        keys.add(violation.key)
+        merged[where] = (count + n, keys, found or pragma(violation))
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    made = [
+        Row(c, api, site, n, tuple(sorted(keys)), allowed_by, found)
+        for (c, api, site), (n, keys, found) in merged.items()
+    ]
+    return sorted(made, key=lambda r: (order[r.category], -r.count, str(r.site), r.api))
+
+
 @dataclass
 class Recording:
-    """What the command line saw: counts per API, and outcomes counted per site."""
+    """What the command line saw: counts per API, and outcomes counted per site.
+
+    `tolerated` says which breaches ``--strict`` lets run on (those a baseline lists).
+    """
 
     policy: Policy
     strict: bool = False
-    apis: dict[str, ApiCount] = field(default_factory=dict)
-    # (violation, inside a hot path) -> calls; likewise the keys let through
+    tolerated: Callable[[Violation], bool] = lambda violation: False
+    calls: dict[CallName, ApiCount] = field(default_factory=dict)
+    # (violation, inside a hot path) -> calls; likewise what was let through
     found: Counter[tuple[Violation, bool]] = field(default_factory=Counter)
-    allowed: Counter[tuple[Key, bool]] = field(default_factory=Counter)
-    sanctioned: Counter[tuple[Key, bool]] = field(default_factory=Counter)
+    allowed: Counter[tuple[Violation, bool]] = field(default_factory=Counter)
+    sanctioned: Counter[tuple[Violation, bool]] = field(default_factory=Counter)
+    by_pragma: Counter[tuple[Violation, Pragma, bool]] = field(default_factory=Counter)
+    pragma_errors: dict[str, PragmaError] = field(default_factory=dict)
+    # qualified name of a hot path -> watched calls made inside it
+    hot_calls: Counter[str] = field(default_factory=Counter)
 
     def tracer(self) -> Tracer:
         """A tracer that records into this recording."""
         return Tracer(self.on_call)
 
     def on_call(self, call: WarpCall) -> None:
-        count = self.apis.setdefault(call.api, ApiCount())
+        """Count one watched call and record what the rules make of it."""
+        count = self.calls.setdefault(call_name(call), ApiCount())
         count.calls += 1
         hot = call.in_hot_path
-        count.in_hot_paths += hot
+        if hot:
+            count.in_hot_paths += 1
+            self.hot_calls.update(_hot_paths_on_stack())
         for finding in judge(call, self.policy):
             violation = finding.violation
             if finding.outcome == ALLOWED:
-                self.allowed[violation.key, hot] += 1
+                self.allowed[violation, hot] += 1
             elif finding.outcome == SANCTIONED:
-                self.sanctioned[violation.key, hot] += 1
+                self.sanctioned[violation, hot] += 1
             elif finding.outcome == VIOLATION:
-                self.found[violation, hot] += 1
-                if hot:
-                    count.breaches_inside += 1
-                else:
-                    count.breaches_outside += 1
-                if self.strict and (hot or not hotpaths.marked()):
-                    raise HotPathViolation(breach_message(violation))
+                self._breach(violation, hot, count)
+
+    def _breach(self, violation: Violation, hot: bool, count: ApiCount) -> None:
+        try:
+            accepted = accepting(violation)
+        except PragmaError as exc:  # reported with the run; the breach stays a breach
+            self.pragma_errors.setdefault(str(exc), exc)
+            accepted = None
+        if accepted is not None:
+            self.by_pragma[violation, accepted.pragma, hot] += 1
+            return
+        self.found[violation, hot] += 1
+        if hot:
+            count.breaches_inside += 1
+        else:
+            count.breaches_outside += 1
+        if self.strict and (hot or not hotpaths.marked()) and not self.tolerated(violation):
+            raise HotPathViolation(breach_message(violation))
+
+
+def _hot_paths_on_stack() -> set[str]:
+    # Which hot paths a call is inside, by qualified name (the names the report shows).
+    names = set(hotpaths.marked())
+    found = set()
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_qualname
+        if name in names:
+            found.add(name)
+        frame = frame.f_back
+    return found
 
 
 @dataclass(frozen=True)
@@ -76,23 +184,34 @@ class Scoped:
     def _counted(self, counter: Counter) -> Counter:
         whole = not self.hot_paths
         result: Counter = Counter()
-        for (item, hot), n in counter.items():
+        for (*item, hot), n in counter.items():
             if hot or whole:
-                result[item] += n
+                result[item[0] if len(item) == 1 else tuple(item)] += n
         return result
 
     @property
     def breaches(self) -> Counter[Violation]:
-        """Breaching calls per violation (category, api, site)."""
+        """Breaching calls per violation (category, api, site, key)."""
         return self._counted(self.recording.found)
 
-    @property
-    def allowed(self) -> Counter[Key]:
-        return self._counted(self.recording.allowed)
+    def breach_rows(self) -> list[Row]:
+        """The breaches in scope, one row per (category, api, site)."""
+        return rows(self.breaches.items())
 
-    @property
-    def sanctioned(self) -> Counter[Key]:
-        return self._counted(self.recording.sanctioned)
+    def allowed_rows(self) -> list[Row]:
+        """What ``allow=`` keys and line pragmas let through in scope."""
+        by_pragma = self._counted(self.recording.by_pragma)
+        pragma_of = {v: p for (v, p) in by_pragma}
+        pragma_rows = rows(
+            ((v, n) for (v, _), n in by_pragma.items()), allowed_by="pragma", pragma=pragma_of.get
+        )
+        return rows(self._counted(self.recording.allowed).items(), allowed_by="allow") + (
+            pragma_rows
+        )
+
+    def sanctioned_rows(self) -> list[Row]:
+        """The sanctioned host operations in scope."""
+        return rows(self._counted(self.recording.sanctioned).items(), allowed_by="sanctioned")
 
     @property
     def total(self) -> int:
@@ -103,3 +222,21 @@ class Scoped:
         """One API's breaching calls in scope."""
         inside = count.breaches_inside
         return inside if self.hot_paths else inside + count.breaches_outside
+
+    def unchecked(self) -> list[str]:
+        """Why nothing (or a part) was checked: empty when every part in scope was."""
+        if not self.hot_paths:
+            if not self.recording.calls:
+                return ["the program made no watched Warp call, so nothing was checked"]
+            return []
+        return [
+            f"hot path {name}: no watched Warp call was made inside it, so nothing was "
+            "checked there (it never ran, or it calls no watched Warp API)"
+            for name in self.hot_paths
+            if not self.recording.hot_calls[name]
+        ]
+
+    def pragma_uses(self) -> set[tuple[str, int, str]]:
+        """``(filename, lineno, category)`` of every pragma that accepted a breach in scope."""
+        used = self._counted(self.recording.by_pragma)
+        return {(p.filename, p.lineno, v.category) for (v, p) in used}

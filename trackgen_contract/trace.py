@@ -7,34 +7,63 @@ The program runs as ``__main__`` with every Warp call recorded. Checks apply ins
 paths (functions marked ``@trackgen_contract.hot_path``, or named with ``--hot``), or to
 the whole run when none is named. The report goes to stderr when the program ends.
 
-Exit status: 0 clean, 1 breaches found, the program's own status when it failed, 2 for a
-usage error.
+Exit status: 0 clean; 100 breaches found in a program that otherwise succeeded; 101
+nothing was checked; the program's own status when it failed; 2 for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import os
 import sys
 import traceback
 from types import CodeType, TracebackType
 
-from . import hotpaths
+from . import __version__, hotpaths, pragmas
+from . import baseline as baselines
+from . import sarif as sarifs
 from .guard import HotPathViolation
-from .recording import Recording, Scoped
-from .report import render, to_json
-from .rules import CATEGORIES, make_policy
+from .project import (
+    OutputError,
+    check_writable,
+    portable_path,
+    project_files,
+    project_root,
+    write_atomic,
+)
+from .recording import Recording, Row, Scoped
+from .registry import COPY, READBACK, SYNC, TABLE
+from .report import Findings, Outcome, render, to_json
+from .rules import CATEGORIES, Key, Policy, Violation, make_policy
 from .runner import Program, ProgramNotFound
 
 PROG = "python -m trackgen_contract.trace"
-USAGE_ERROR = 2
 
-_EXAMPLE = f"""\
+CLEAN = 0
+USAGE_ERROR = 2
+BREACHES = 100
+NOTHING_CHECKED = 101
+
+_HOST_SYNC_APIS = tuple(sorted({w.api for w in TABLE if w.op in (SYNC, READBACK, COPY)}))
+
+_EPILOG = f"""\
+exit status:
+  0     clean: what was checked has no breach (after --baseline)
+  {BREACHES}   breaches found, in a program that otherwise succeeded (or that --strict stopped)
+  {NOTHING_CHECKED}   nothing was checked: a hot path made no watched Warp call (it never ran),
+        or the program made none at all
+  2     usage error (one line, before the program runs), or an unreadable
+        '# trackgen_contract:' pragma in the program's source
+  other the program's own status when it failed (1 for an uncaught exception,
+        N for sys.exit(N), 130 for Ctrl-C); the report is printed either way
+
 examples:
   {PROG} examples/track_demo.py --dirty
   {PROG} --hot acme.gen:Generator.generate --json report.json -m acme.bench --steps 10
   {PROG} --checks host_sync,allocation --allow wp.array.numpy:acme.debug:dump run.py
+  {PROG} --write-baseline hot-path-baseline.json run.py   # accept what exists today
+  {PROG} --baseline hot-path-baseline.json --sarif breaches.sarif run.py
 """
 
 
@@ -53,10 +82,11 @@ def _parser() -> _Parser:
         usage=f"{PROG} [options] script.py [args...]\n       {PROG} [options] -m module [args...]",
         description="Run a program with every Warp call recorded, and report the calls that "
         "would break a CUDA graph capture of its hot paths.",
-        epilog=_EXAMPLE,
+        epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--hot",
         action="append",
         default=[],
@@ -64,38 +94,46 @@ def _parser() -> _Parser:
         help="check inside this function (repeatable); with none named and "
         "no @hot_path marked, the whole run is checked",
     )
-    parser.add_argument(
+    add(
         "--checks",
         default=",".join(CATEGORIES),
         metavar="LIST",
         help=f"comma-separated categories to check (default: {','.join(CATEGORIES)})",
     )
-    parser.add_argument(
+    add(
         "--modules",
         metavar="LIST",
-        help="comma-separated module prefixes the stream rules cover "
-        "(default: every caller outside Warp)",
+        help="comma-separated module prefixes the stream rules cover, the script's own "
+        "name included (default: every caller outside Warp)",
     )
-    parser.add_argument(
+    add(
         "--allow",
         action="append",
         default=[],
         metavar="API:MODULE:FUNCTION",
         help="a host sync or readback to let through (repeatable), e.g. "
-        "wp.array.numpy:acme.gen:Gen.generate",
+        "wp.array.numpy:acme.gen:Gen.generate; the report prints the text for each",
     )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="stop the program at the first breach with its message",
+    add("--strict", action="store_true", help="stop the program at the first breach")
+    add("--json", metavar="PATH", help="also write the report as JSON (report.schema.json)")
+    add("--sarif", metavar="PATH", help="also write the breaches as SARIF 2.1.0")
+    add(
+        "--baseline",
+        metavar="PATH",
+        help="accept the breaches this file lists; fail only on new ones",
     )
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write the report as JSON (see report.schema.json)"
+    add(
+        "--write-baseline",
+        metavar="PATH",
+        help="write every breach of the run to this file, and accept them",
     )
     return parser
 
 
-_TAKES_VALUE = {"--hot", "--checks", "--modules", "--allow", "--json"}
+_TAKES_VALUE = {
+    "--hot", "--checks", "--modules", "--allow", "--json", "--sarif", "--baseline",
+    "--write-baseline",
+}  # fmt: skip
 
 
 def _split(argv: list[str]) -> tuple[list[str], tuple[str, str, list[str]] | None]:
@@ -121,15 +159,71 @@ def _split(argv: list[str]) -> tuple[list[str], tuple[str, str, list[str]] | Non
     return options, None
 
 
-def _items(text: str | None) -> list[str] | None:
-    return None if text is None else [item.strip() for item in text.split(",") if item.strip()]
+# --- options, checked in the command line's own terms --------------------------------------
 
 
-def _allow_key(text: str) -> tuple[str, str, str]:
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _checks(text: str) -> list[str]:
+    names = _items(text)
+    if not names:
+        raise UsageError(
+            "--checks is empty, so nothing would be checked: name at least one of "
+            f"{','.join(CATEGORIES)}, or leave --checks out to check all four"
+        )
+    for name in names:
+        if name not in CATEGORIES:
+            raise UsageError(
+                f"--checks: unknown category {name!r}; choose from {','.join(CATEGORIES)}"
+            )
+    return names
+
+
+def _own_module(name: str, program: Program) -> bool:
+    # The script runs as __main__; its own name ("demo" for demo.py) means it too.
+    own = program.module_name
+    return own == name or own.startswith(name + ".")
+
+
+def _modules(text: str | None, program: Program) -> list[str] | None:
+    if text is None:
+        return None
+    names = _items(text)
+    if not names:
+        raise UsageError(
+            "--modules is empty, so the stream rules would check no caller: name module "
+            "prefixes (--modules acme,acme_tracks), or leave --modules out to check every "
+            "caller outside Warp"
+        )
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise UsageError(
+                f"--modules: {name!r} is not a module name; give dotted names, "
+                "comma-separated (--modules acme,acme_tracks)"
+            )
+    if any(_own_module(name, program) for name in names):
+        names.append("__main__")
+    return names
+
+
+def _allow_key(text: str, program: Program) -> Key:
     parts = text.split(":")
     if len(parts) != 3 or not all(parts):
-        raise UsageError(f"--allow takes API:MODULE:FUNCTION, got {text!r}")
-    return parts[0], parts[1], parts[2]
+        raise UsageError(
+            f"--allow takes API:MODULE:FUNCTION (e.g. wp.array.numpy:acme.gen:Gen.generate), "
+            f"got {text!r}"
+        )
+    api, module, function = parts
+    if api.removesuffix("()") not in _HOST_SYNC_APIS:
+        raise UsageError(
+            f"--allow {text}: {api!r} is not a host sync or readback API; --allow takes one "
+            f"of {', '.join(_HOST_SYNC_APIS)}"
+        )
+    if module == program.module_name:
+        module = "__main__"
+    return api.removesuffix("()"), module, function
 
 
 def _hot_code(target: str, program: Program) -> CodeType:
@@ -154,6 +248,53 @@ def _hot_code(target: str, program: Program) -> CodeType:
         return hotpaths.function_code(obj)
     except TypeError:
         raise UsageError(f"--hot {target}: {qualname!r} is not a function") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """What the command line settled before the program runs."""
+
+    program: Program
+    policy: Policy
+    options: argparse.Namespace
+    baseline: baselines.Baseline | None
+    hot: tuple[CodeType, ...]
+
+
+def _setup(argv: list[str]) -> _Setup:
+    options_argv, target = _split(argv)
+    options = _parser().parse_args(options_argv)
+    if target is None:
+        raise UsageError("no program to run: name a script, or a module with -m")
+    if options.baseline and options.write_baseline:
+        raise UsageError(
+            "--baseline and --write-baseline go one at a time: compare with the baseline, "
+            "or rewrite it"
+        )
+    kind, name, args = target
+    program = Program.module(name, args) if kind == "module" else Program.script(name, args)
+    policy = make_policy(
+        checks=_checks(options.checks),
+        modules=_modules(options.modules, program),
+        allow=[_allow_key(a, program) for a in options.allow],
+        keep_arrays=False,
+    )
+    for option in ("json", "sarif", "write_baseline"):
+        path = getattr(options, option)
+        if path:
+            check_writable(path, "--" + option.replace("_", "-"))
+    baseline = None
+    if options.baseline:
+        try:
+            baseline = baselines.load(options.baseline)
+        except baselines.BaselineError as exc:
+            raise UsageError(f"--baseline {exc}") from None
+    program.prepare()
+    hot = tuple(_hot_code(target, program) for target in options.hot)
+    return _Setup(program, policy, options, baseline, hot)
+
+
+# --- running ------------------------------------------------------------------------------
 
 
 def _user_traceback(tb: TracebackType | None, program: Program) -> TracebackType | None:
@@ -198,52 +339,124 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; return its exit status."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        options_argv, target = _split(argv)
-        options = _parser().parse_args(options_argv)
-        if target is None:
-            raise UsageError("no program to run: name a script, or a module with -m")
-        kind, name, args = target
-        program = Program.module(name, args) if kind == "module" else Program.script(name, args)
-        policy = make_policy(
-            checks=_items(options.checks),
-            modules=_items(options.modules),
-            allow=[_allow_key(a) for a in options.allow],
-            keep_arrays=False,
-        )
-        if options.json and not os.path.isdir(os.path.dirname(os.path.abspath(options.json))):
-            raise UsageError(f"--json {options.json}: no such directory")
-        program.prepare()
-        hot = [_hot_code(target, program) for target in options.hot]
-    except (UsageError, ProgramNotFound, TypeError, ValueError) as exc:
+        setup = _setup(argv)
+    except (UsageError, ProgramNotFound, OutputError, TypeError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except SyntaxError as exc:  # the program does not compile: as Python reports it
         traceback.print_exception(type(exc), exc, None, file=sys.stderr)
         return 1
-    for code in hot:
+    for code in setup.hot:
         hotpaths.mark_code(code)
-    recording = Recording(policy, strict=options.strict)
-    status = _run(program, recording)
+    recording = Recording(setup.policy, strict=setup.options.strict)
+    if setup.baseline is not None:
+        known = setup.baseline
+        recording.tolerated = lambda v: known.lists(baselines.identity(_row_of(v)))
+    status = _run(setup.program, recording)
+    return _finish(setup, recording, status)
+
+
+def _row_of(violation: Violation) -> Row:
+    return Row(violation.category, violation.api, violation.site, 1, (violation.key,))
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def _finish(setup: _Setup, recording: Recording, status: int | None) -> int:
+    root = project_root()
     scoped = Scoped(recording, hotpaths.marked())
-    exit_status = status if status else (1 if scoped.total or status is None else 0)
-    _report(scoped, program, options.json, exit_status)
-    return exit_status
-
-
-def _report(scoped: Scoped, program: Program, json_path: str | None, status: int) -> None:
+    findings = _findings(setup, scoped, root)
+    outcome = _outcome(status, findings)
     colour = sys.stderr.isatty() and "NO_COLOR" not in os.environ
-    print(render(scoped, program=" ".join(program.argv), colour=colour), file=sys.stderr)
-    if json_path:
+    text = render(findings, outcome, program=" ".join(setup.program.argv), colour=colour)
+    print(text, file=sys.stderr)
+    try:
+        _write(setup, findings, outcome, root)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot write a report file: {exc}", file=sys.stderr)
+        return outcome.status or USAGE_ERROR
+    return outcome.status
+
+
+def _findings(setup: _Setup, scoped: Scoped, root: os.PathLike[str]) -> Findings:
+    breaches = scoped.breach_rows()
+    let_through = scoped.allowed_rows() + scoped.sanctioned_rows()
+    baseline, fixed = setup.baseline, ()
+    if setup.options.write_baseline:
+        entries = baselines.entries(((r, None) for r in breaches), _path_of(root))
+        baseline = baselines.Baseline(setup.options.write_baseline, tuple(entries))
+    if baseline is not None:
+        compared = baselines.compare(((r, None) for r in breaches), baseline)
+        breaches = list(compared.new)
+        let_through += [dataclasses.replace(r, allowed_by="baseline") for r in compared.accepted]
+        fixed = compared.fixed
+    found, errors = pragmas.scan(project_files(root, (setup.program.attributes.get("__file__"),)))
+    unused = pragmas.unused(found, scoped.pragma_uses(), setup.policy.checks)
+    messages = dict.fromkeys([*scoped.recording.pragma_errors, *map(str, errors)])
+    return Findings(
+        scoped=scoped,
+        breaches=tuple(breaches),
+        let_through=tuple(let_through),
+        fixed=fixed,
+        baseline=None if baseline is None else baseline.path,
+        unused_pragmas=tuple(unused),
+        pragma_errors=tuple(messages),
+        unchecked=tuple(scoped.unchecked()),
+    )
+
+
+def _outcome(status: int | None, findings: Findings) -> Outcome:
+    if status:
+        return Outcome(status, status, "the program failed; this is its own exit status")
+    if findings.pragma_errors:
+        return Outcome(USAGE_ERROR, status, "a '# trackgen_contract:' pragma cannot be read")
+    if status is None:
+        return Outcome(BREACHES, None, "--strict stopped the program at a breach")
+    if findings.breaches:
+        return Outcome(BREACHES, status, "breaches found in a program that otherwise succeeded")
+    if findings.unchecked:
+        return Outcome(NOTHING_CHECKED, status, "nothing was checked (see above)")
+    return Outcome(CLEAN, status, "clean: no breach in what was checked")
+
+
+def _path_of(root: os.PathLike[str]):  # type: ignore[no-untyped-def]
+    return lambda filename: portable_path(filename, root)  # type: ignore[arg-type]
+
+
+def _write(setup: _Setup, findings: Findings, outcome: Outcome, root: os.PathLike[str]) -> None:
+    options = setup.options
+    if options.json:
+        import json
+
         warp = sys.modules.get("warp")
         document = to_json(
-            scoped,
-            argv=program.argv,
-            exit_status=status,
+            findings,
+            outcome,
+            argv=setup.program.argv,
             warp_version=getattr(warp, "__version__", None),
+            path_of=_path_of(root),
         )
-        with open(json_path, "w", encoding="utf-8") as out:
-            json.dump(document, out, indent=2)
-            out.write("\n")
+        write_atomic(options.json, json.dumps(document, indent=2) + "\n")
+    if options.sarif:
+        log = sarifs.document(
+            findings.breaches,
+            findings.let_through,
+            root=root,  # type: ignore[arg-type]
+            version=__version__,
+            exit_code=outcome.status,
+            with_baseline=findings.baseline is not None and not options.write_baseline,
+        )
+        sarifs.write(options.sarif, log)
+    if options.write_baseline:
+        rows = [r for r in findings.let_through if r.allowed_by == "baseline"]
+        entries = baselines.entries(((r, None) for r in rows), _path_of(root))
+        baselines.write(options.write_baseline, entries)
+        print(
+            f"trackgen_contract: wrote {len(entries)} baseline entr"
+            f"{'y' if len(entries) == 1 else 'ies'} to {options.write_baseline}",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,201 @@
+"""A baseline: the breaches a codebase already has, accepted until they are fixed.
+
+``--write-baseline PATH`` records every breach of a run; ``--baseline PATH`` accepts the
+breaches it lists and fails only on new ones, and reports the ones that went away as fixed
+(rewrite the file to lock the gain in: the ratchet).
+
+A breach is identified without line numbers, so that an edit above it keeps it matched:
+by its category, API, module and function, the text of its source line, and (in a pytest
+session) the test that made it. Each entry counts the source lines that share its identity
+(two identical ``wp.launch(`` lines in one function make one entry of 2): a third such line
+is new. The count is of lines, not calls, so a longer run does not outgrow its baseline.
+
+The file is JSON, sorted, and the same on every machine (paths relative to the project
+root):
+
+    {"format": "trackgen_contract baseline", "version": 1,
+     "entries": [{"category": "host_sync", "api": "wp.array.numpy()", "module": "acme.gen",
+                  "function": "Gen.debug", "source": "print(a.numpy())", "test": null,
+                  "path": "acme/gen.py", "lines": 1}]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .project import write_atomic
+from .recording import Row
+
+FORMAT = "trackgen_contract baseline"
+VERSION = 1
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be read (the message names it and what is wrong)."""
+
+
+@dataclass(frozen=True, order=True)
+class Identity:
+    """What makes a breach the same breach across edits and machines (no line number)."""
+
+    category: str
+    api: str
+    module: str
+    function: str
+    source: str  # the stripped text of the breaching line
+    test: str | None = None  # the pytest test that made it; None on the command line
+
+    def __str__(self) -> str:
+        where = f"{self.function} ({self.module})" + (f" in {self.test}" if self.test else "")
+        return f"{self.api} from {where}: {self.source}"
+
+
+def identity(row: Row, test: str | None = None) -> Identity:
+    """The identity of a breach row."""
+    site = row.site
+    return Identity(row.category, row.api, site.module, site.function, site.source_line(), test)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One identity in a baseline, with how many source lines share it, and where."""
+
+    identity: Identity
+    lines: int
+    path: str  # the file, relative to the project root (for people; not matched)
+
+    def __str__(self) -> str:
+        return f"{self.identity} [{self.path}, {self.lines} line{'s' * (self.lines != 1)}]"
+
+    def to_json(self) -> dict:
+        """The entry as the file holds it."""
+        i = self.identity
+        return {
+            "category": i.category,
+            "api": i.api,
+            "module": i.module,
+            "function": i.function,
+            "source": i.source,
+            "test": i.test,
+            "path": self.path,
+            "lines": self.lines,
+        }
+
+
+def entries(
+    found: Iterable[tuple[Row, str | None]],
+    path_of: callable = str,  # type: ignore[valid-type]
+) -> list[Entry]:
+    """Baseline entries for breach rows, each with the test that made it (or None)."""
+    lines: dict[Identity, set[int]] = defaultdict(set)
+    paths: dict[Identity, str] = {}
+    for row, test in found:
+        key = identity(row, test)
+        lines[key].add(row.site.lineno)
+        paths.setdefault(key, path_of(row.site.filename))
+    return sorted(Entry(key, len(n), paths[key]) for key, n in lines.items()) if lines else []
+
+
+def dumps(found: list[Entry]) -> str:
+    """The file's text: stable, sorted, one entry per identity."""
+    ordered = sorted(found, key=lambda e: e.identity)
+    document = {"format": FORMAT, "version": VERSION, "entries": [e.to_json() for e in ordered]}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def write(path: str, found: list[Entry]) -> None:
+    """Write a baseline file atomically."""
+    write_atomic(path, dumps(found))
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline read from a file."""
+
+    path: str
+    entries: tuple[Entry, ...]
+
+    def lines(self, key: Identity) -> int:
+        """How many source lines of this identity the baseline accepts."""
+        return sum(e.lines for e in self.entries if e.identity == key)
+
+    def lists(self, key: Identity) -> bool:
+        """Whether the baseline has this identity."""
+        return any(e.identity == key for e in self.entries)
+
+
+def load(path: str) -> Baseline:
+    """Read a baseline file; `BaselineError` naming the file when it is not one."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no such file (write one with --write-baseline)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{path}: not a baseline file ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise BaselineError(f"{path}: not a trackgen_contract baseline file")
+    if document.get("version") != VERSION:
+        raise BaselineError(
+            f"{path}: baseline version {document.get('version')!r}; this version reads {VERSION}"
+        )
+    try:
+        found = tuple(_entry(item) for item in document["entries"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BaselineError(f"{path}: malformed entry ({exc})") from None
+    return Baseline(path, found)
+
+
+def _entry(item: dict) -> Entry:
+    texts = [item[k] for k in ("category", "api", "module", "function", "source", "path")]
+    test, lines = item["test"], item["lines"]
+    if not all(isinstance(t, str) for t in texts) or not (test is None or isinstance(test, str)):
+        raise ValueError(f"expected strings in {item!r}")
+    if not isinstance(lines, int) or lines < 1:
+        raise ValueError(f"'lines' must be a positive integer in {item!r}")
+    category, api, module, function, source, path = texts
+    return Entry(Identity(category, api, module, function, source, test), lines, path)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run's breaches against a baseline: what is new, what it accepts, what was fixed."""
+
+    new: tuple[Row, ...]
+    accepted: tuple[Row, ...]
+    fixed: tuple[Entry, ...]  # each with the number of its lines that no longer breach
+
+
+def compare(
+    found: Iterable[tuple[Row, str | None]],
+    baseline: Baseline,
+    *,
+    tests_run: set[str] | None = None,
+) -> Comparison:
+    """Split breach rows (each with its test, or None) into new and accepted, and find the
+    baseline entries that no longer happen.
+
+    When more lines share an identity than the baseline accepts, all of them are reported
+    as new: nothing tells which one was added. `tests_run` limits "fixed" to the tests that
+    ran (a pytest run of some tests says nothing about the others).
+    """
+    groups: dict[Identity, list[Row]] = defaultdict(list)
+    for row, test in found:
+        groups[identity(row, test)].append(row)
+    new: list[Row] = []
+    accepted: list[Row] = []
+    for key, group in groups.items():
+        lines = len({row.site.lineno for row in group})
+        (accepted if lines <= baseline.lines(key) else new).extend(group)
+    fixed = []
+    for entry in baseline.entries:
+        key = entry.identity
+        if tests_run is not None and key.test not in tests_run:
+            continue
+        seen = len({row.site.lineno for row in groups.get(key, ())})
+        if seen < entry.lines:
+            fixed.append(Entry(key, entry.lines - seen, entry.path))
+    return Comparison(tuple(new), tuple(accepted), tuple(fixed))

@@ -1,0 +1,121 @@
+"""The files a run writes and the project they describe: where its root is, paths relative
+to it, and writing a report file safely.
+
+A report names files relative to the project root, so that it reads the same on every
+machine and SARIF viewers can place it on the repository: the root is the nearest
+directory at or above the working directory that holds ``.git``, else the working
+directory itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+class OutputError(Exception):
+    """A report file that cannot be written (the message names it)."""
+
+
+def project_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The nearest directory at or above `start` (the working directory) holding ``.git``;
+    `start` itself when there is none."""
+    here = Path(start or os.getcwd()).resolve()
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return directory
+    return here
+
+
+def relative_path(filename: str, root: Path) -> str | None:
+    """`filename` relative to `root`, with ``/`` separators; None when it is outside it."""
+    if not os.path.isabs(filename):
+        return None
+    try:
+        return Path(os.path.realpath(filename)).relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def portable_path(filename: str, root: Path) -> str:
+    """A path for `filename` that is the same on every machine: relative to the project
+    root, else to the ``sys.path`` entry that holds it (``warp/examples/core/x.py``), else
+    as given."""
+    inside = relative_path(filename, root)
+    if inside is not None:
+        return inside
+    real = os.path.realpath(filename)
+    best = None
+    for entry in sys.path:
+        base = os.path.join(os.path.realpath(entry or os.getcwd()), "")
+        if real.startswith(base) and (best is None or len(base) > len(best)):
+            best = base
+    return Path(real[len(best) :]).as_posix() if best else filename
+
+
+def check_writable(path: str, option: str) -> None:
+    """Fail now, before the program runs, when `path` cannot be written later.
+
+    Probes the directory with a temporary file: the only test that holds for every user,
+    root included, and every file system, read-only mounts included.
+    """
+    target = os.path.abspath(path)
+    directory = os.path.dirname(target)
+    if os.path.isdir(target) and not os.path.islink(target):
+        raise OutputError(f"{option} {path}: is a directory")
+    if not os.path.isdir(directory):
+        raise OutputError(f"{option} {path}: no such directory {directory!r}")
+    try:
+        handle, probe = tempfile.mkstemp(dir=directory, prefix=".trackgen-probe-")
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+    os.close(handle)
+    os.unlink(probe)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` all at once: a temporary file in the same directory, renamed
+    over the target. A symlink at the target is replaced, never followed."""
+    target = os.path.abspath(path)
+    handle, temporary = tempfile.mkstemp(
+        dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o666 & ~_umask())  # as open() would have made it
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def project_files(root: str | os.PathLike[str], extra: tuple[str | None, ...] = ()) -> list[str]:
+    """The project's own source files that this process imported (and `extra`): those under
+    `root`, less installed packages and this package. Where its pragmas are."""
+    base = os.path.join(os.path.realpath(root), "")
+    own = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
+    files = [*extra, *(getattr(m, "__file__", None) for m in list(sys.modules.values()))]
+    chosen = set()
+    for filename in files:
+        if not isinstance(filename, str) or not filename.endswith(".py"):
+            continue
+        real = os.path.realpath(filename)
+        parts = real.split(os.sep)
+        if (
+            real.startswith(base)
+            and not real.startswith(own)
+            and "site-packages" not in parts
+            and "dist-packages" not in parts
+        ):
+            chosen.add(real)
+    return sorted(chosen)
