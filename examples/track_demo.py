@@ -11,13 +11,15 @@ nothing back. `--dirty` slips in the three classic mistakes (a `.numpy()` debug 
 `wp.zeros` per call, a launch without `stream=`).
 
     python -m trackgen_contract.trace examples/track_demo.py            # clean: exit 0
-    python -m trackgen_contract.trace examples/track_demo.py --dirty    # 3 breaches: exit 1
+    python -m trackgen_contract.trace examples/track_demo.py --dirty    # 3 breaches: exit 100
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
+import time
 
 import warp as wp
 
@@ -184,8 +186,23 @@ class TrackGenerator:
         wp.launch(track_stats, dim=self.num_envs, inputs=inputs, device=self.device)
 
 
+def load_kernels(device: str) -> None:
+    """Compile (or load from Warp's cache) this module's kernels, saying so: the first run
+    spends several seconds here, silent otherwise."""
+    print(
+        f"track_demo: loading the Warp kernels on {device} (the first run compiles them: "
+        "several seconds; later runs load them from Warp's kernel cache)...",
+        file=sys.stderr,
+        flush=True,
+    )
+    start = time.perf_counter()
+    wp.load_module(device=device)
+    print(f"track_demo: kernels ready in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
 def run(num_envs: int, steps: int, device: str, dirty: bool) -> dict[str, float]:
     """Generate `steps` batches; read the last one back (outside the hot path)."""
+    load_kernels(device)
     generator = TrackGenerator(num_envs, device=device, dirty=dirty)
     if generator.device.is_cuda and not dirty:
         with wp.ScopedCapture(device=generator.device) as capture:  # record once, replay

@@ -317,7 +317,7 @@ def test_checks_and_modules_options(tmp_path):
 def test_usage_errors(tmp_path, args, message):
     path = program(tmp_path, PRELUDE)
     names = {"PROG": str(path), "PROGDIR": str(tmp_path)}
-    status, out, err = trace(*[names.get(a, a) for a in args], cwd=tmp_path)
+    status, _, err = trace(*[names.get(a, a) for a in args], cwd=tmp_path)
     assert status == 2
     assert err.count("\n") == 1, err  # one line
     assert err.startswith("python -m trackgen_contract.trace: error: ")
@@ -329,7 +329,9 @@ def test_help_shows_an_example():
     status, out, _ = trace("--help")
     assert status == 0
     assert "examples:" in out and "examples/track_demo.py --dirty" in out
-    assert f"{BREACHES}   breaches found" in out and f"{NOTHING_CHECKED}   nothing was checked" in out
+    assert (
+        f"{BREACHES}   breaches found" in out and f"{NOTHING_CHECKED}   nothing was checked" in out
+    )
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -350,3 +352,79 @@ def test_schema_is_valid_and_versioned():
     schema = report.schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["properties"]["schema_version"] == {"const": report.SCHEMA_VERSION}
+
+
+# --- nothing checked is not clean ----------------------------------------------------------
+
+
+def test_a_named_hot_path_that_never_runs_is_not_a_pass(tmp_path):
+    path = program(tmp_path, PRELUDE + "def never():\n    a.numpy()\n\ngen.launch_with_stream(a)\n")
+    status, _, err = trace("--hot", "__main__:never", "--json", tmp_path / "r.json", path)
+    assert status == NOTHING_CHECKED == 101, err
+    assert "nothing checked: hot path never: no watched Warp call was made inside it" in err
+    assert "no hot-path contract breach" in err  # nothing found, and said why that is no pass
+    document = load(tmp_path / "r.json")
+    assert document["exit_status"] == NOTHING_CHECKED and document["unchecked"]
+
+
+def test_a_marked_hot_path_that_never_runs_is_not_a_pass(tmp_path):
+    source = PRELUDE + "@trackgen_contract.hot_path\ndef step():\n    a.numpy()\n\na.numpy()\n"
+    status, _, err = trace(program(tmp_path, source))
+    assert status == NOTHING_CHECKED, err
+    assert "hot path step: no watched Warp call" in err
+
+
+def test_one_hot_path_that_ran_does_not_cover_one_that_did_not(tmp_path):
+    source = (
+        PRELUDE + "def ran():\n    gen.launch_with_stream(a)\n\ndef idle():\n    pass\n\nran()\n"
+    )
+    path = program(tmp_path, source)
+    assert trace("--hot", "__main__:ran", path)[0] == 0
+    status, _, err = trace("--hot", "__main__:ran", "--hot", "__main__:idle", path)
+    assert status == NOTHING_CHECKED, err
+    assert "hot path idle:" in err and "hot path ran:" not in err
+
+
+def test_breaches_outrank_nothing_checked_and_the_programs_failure_outranks_both(tmp_path):
+    source = PRELUDE + "def idle():\n    pass\n\ndef hot():\n    a.numpy()\n\nhot()\n"
+    path = program(tmp_path, source)
+    assert trace("--hot", "__main__:idle", "--hot", "__main__:hot", path)[0] == BREACHES
+    program(tmp_path, source + "raise SystemExit(7)\n")
+    assert trace("--hot", "__main__:idle", "--hot", "__main__:hot", path)[0] == 7
+
+
+# --- report files: checked before the run, written atomically ------------------------------
+
+
+@pytest.mark.parametrize("option", ["--json", "--sarif", "--write-baseline"])
+def test_an_unwritable_report_path_fails_before_the_program_runs(tmp_path, option):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    path = program(tmp_path, PRELUDE + "print('the program ran')\n")
+    status, out, err = trace(option, blocker / "r.json", path)
+    assert status == 2
+    assert "the program ran" not in out
+    assert err.startswith(f"python -m trackgen_contract.trace: error: {option} {blocker}/r.json")
+    assert err.count("\n") == 1
+
+
+def test_report_files_replace_a_symlink_rather_than_follow_it(tmp_path):
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me\n")
+    link = tmp_path / "r.json"
+    link.symlink_to(target)
+    path = program(tmp_path, PRELUDE + "a.numpy()\n")
+    assert trace("--json", link, path)[0] == BREACHES
+    assert target.read_text() == "keep me\n"
+    assert not link.is_symlink() and load(link)["breach_count"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.txt", "prog.py", "r.json"]
+
+
+def test_modules_accepts_the_scripts_own_name(tmp_path):
+    # The script runs as __main__; naming it by its file's name covers it, as --hot does.
+    path = hot_program(tmp_path, "wp.launch(gen.add_one, dim=4, inputs=[a], device='cpu')\n")
+    assert trace("--checks", "stream", "--modules", "acme", path)[0] == 0  # not the script
+    status, _, err = trace("--checks", "stream", "--modules", "prog", path)
+    assert status == BREACHES, err
+    assert "wp.launch without stream=  run" in err
+    assert trace("--checks", "stream", "--modules", "__main__", path)[0] == BREACHES

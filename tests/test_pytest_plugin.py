@@ -126,6 +126,10 @@ def test_plain(buffers):
         ('hot_path("acme")', "takes keyword options only"),
         ("hot_path(stream='yes')", "stream=...) must be True or False"),
         ("hot_path(checks=['x'])", "unexpected keyword argument 'checks'"),
+        (
+            "hot_path(host_sync=False, allocation=False, stream=False, capture=False)",
+            "capture=False) checks nothing: leave at least one of host_sync, allocation",
+        ),
     ],
 )
 def test_bad_marker_options_are_usage_errors(run, marker, message):
@@ -146,3 +150,67 @@ def test_factory(hot_path_guard, buffers):
     assert [v.api for v in guard.violations] == ["wp.array.numpy()"]
 """)
     result.assert_outcomes(passed=1)
+
+
+def test_a_breach_shows_the_users_frames_only(run):
+    result = run("""
+from acme.kernels import add_one
+
+@pytest.mark.hot_path
+def test_direct(buffers):
+    wp.launch(add_one, dim=8, inputs=[buffers], device="cpu")
+
+@pytest.mark.hot_path
+def test_nested(buffers):
+    gen.launch_without_stream(buffers)
+""")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*def test_direct(buffers):",
+            '>*wp.launch(add_one, dim=8, inputs=[[]buffers], device="cpu")',
+            "E*HotPathViolation: stream on a hot path: wp.launch without stream= from test_direct*",
+            "test_a_breach_shows_the_users_frames_only.py:*: HotPathViolation",
+        ]
+    )
+    result.stdout.fnmatch_lines([">*gen.launch_without_stream(buffers)", "*acme/gen.py:*"])
+    assert "def launch(" not in text  # Warp's signature is not dumped
+    assert "warp/_src" not in text and "trackgen_contract/" not in text  # nor its frames, ours
+    assert "raised in repr()" not in text  # no argument dumps (pytest cannot repr a wp.array)
+
+
+def test_a_breach_found_on_exit_shows_the_report_only(run):
+    result = run("""
+@pytest.mark.hot_path(strict=False)
+def test_collected(buffers):
+    gen.read_back(buffers)
+""")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E*HotPathViolation: host sync (1)*", "*return a.numpy()*"])
+    assert "pytest_plugin.py" not in result.stdout.str()  # not the plugin's hook
+
+
+def test_full_trace_keeps_every_frame(run):
+    result = run(
+        """
+@pytest.mark.hot_path
+def test_dirty(buffers):
+    gen.read_back(buffers)
+""",
+        "--full-trace",
+    )
+    result.assert_outcomes(failed=1)
+    assert "warp/_src" in result.stdout.str()
+
+
+def test_a_marked_test_that_calls_no_warp_checked_nothing(run):
+    result = run("""
+@pytest.mark.hot_path
+def test_nothing(buffers):
+    assert buffers.shape == (8,)   # fixtures ran; the call phase itself made no Warp call
+""")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*nothing was checked: the test's call phase made no watched Warp call*"]
+    )

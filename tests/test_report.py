@@ -98,7 +98,7 @@ def test_status_and_breach_count_in_json(tmp_path):
     path = program(tmp_path, ONE_LINE_TWO_KEYS + "import sys\nsys.exit(4)\n")
     status, _, err = trace("--json", tmp_path / "r.json", path)
     document = load(tmp_path / "r.json")
-    assert status == document["exit_status"] == document["program_status"] == 4
+    assert status == document["exit_status"] == document["program_status"] == 4, err
     assert document["breach_count"] == 5  # the report is made either way
     assert "the program failed" in document["outcome"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,7 @@ class BaselineError(Exception):
     """A baseline file that cannot be read (the message names it and what is wrong)."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Identity:
     """What makes a breach the same breach across edits and machines (no line number)."""
 
@@ -88,7 +88,7 @@ class Entry:
 
 def entries(
     found: Iterable[tuple[Row, str | None]],
-    path_of: callable = str,  # type: ignore[valid-type]
+    path_of: Callable[[str], str] = str,
 ) -> list[Entry]:
     """Baseline entries for breach rows, each with the test that made it (or None)."""
     lines: dict[Identity, set[int]] = defaultdict(set)
@@ -97,12 +97,17 @@ def entries(
         key = identity(row, test)
         lines[key].add(row.site.lineno)
         paths.setdefault(key, path_of(row.site.filename))
-    return sorted(Entry(key, len(n), paths[key]) for key, n in lines.items()) if lines else []
+    return sorted((Entry(key, len(n), paths[key]) for key, n in lines.items()), key=_order)
+
+
+def _order(entry: Entry) -> tuple[str, ...]:
+    i = entry.identity
+    return (i.test or "", i.category, i.api, i.module, i.function, i.source)
 
 
 def dumps(found: list[Entry]) -> str:
     """The file's text: stable, sorted, one entry per identity."""
-    ordered = sorted(found, key=lambda e: e.identity)
+    ordered = sorted(found, key=_order)
     document = {"format": FORMAT, "version": VERSION, "entries": [e.to_json() for e in ordered]}
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 

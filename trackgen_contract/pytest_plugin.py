@@ -1,21 +1,39 @@
-"""pytest plugin: the ``hot_path`` marker and the ``hot_path_guard`` fixture.
+"""pytest plugin: the ``hot_path`` marker, the ``hot_path_guard`` fixture, and session-wide
+SARIF output and baselines.
 
     @pytest.mark.hot_path(modules=("acme",))
     def test_generate_is_capturable(generator):   # fixtures set up unguarded
         generator.generate()                       # the call phase runs under a guard
 
-A breach fails the test with the guard's report and each breach's source line. The marker
-takes the options of `trackgen_contract.hot_path_guard`; with ``strict=False`` every
-breach of the test is collected before it fails, instead of stopping at the first.
+A breach fails the test with the guard's report and each breach's source line, the
+traceback cut down to the test's own frames. The marker takes the options of
+`trackgen_contract.hot_path_guard`; with ``strict=False`` every breach of the test is
+collected before it fails, instead of stopping at the first. A marked test whose call
+phase makes no watched Warp call fails too: nothing was checked.
+
+Options: ``--hot-path-sarif PATH`` writes every guarded test's breaches as SARIF 2.1.0;
+``--hot-path-write-baseline PATH`` records them as a baseline, and
+``--hot-path-baseline PATH`` accepts what a baseline lists (per test), failing a test only
+on its new breaches. With either baseline option a guarded test runs to its end.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
 
 import pytest
 
+from . import __version__, pragmas
+from . import baseline as baselines
+from . import sarif as sarifs
 from .guard import HotPathGuard, HotPathViolation, format_report, hot_path_guard
+from .project import OutputError, check_writable, portable_path, project_files
+from .recording import Row, rows
+from .rules import Violation
+from .sites import Site, is_internal
+from .tracer import Tracer, WarpCall
 
 _MARKER_HELP = (
     "hot_path(**options): run the test's call phase (not its fixtures) under a "
@@ -23,37 +41,382 @@ _MARKER_HELP = (
     "trackgen_contract.hot_path_guard: host_sync, allocation, stream, capture (bools), "
     "modules, allow, strict."
 )
+_SWITCHES = ("host_sync", "allocation", "stream", "capture")
+_FILES_KEY = "trackgen_contract_files"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("trackgen_contract", "hot-path contract (trackgen_contract)")
+    group.addoption(
+        "--hot-path-sarif",
+        metavar="PATH",
+        help="write every guarded test's breaches as SARIF 2.1.0 to PATH",
+    )
+    group.addoption(
+        "--hot-path-baseline",
+        metavar="PATH",
+        help="accept the breaches this baseline lists; fail a test only on new ones",
+    )
+    group.addoption(
+        "--hot-path-write-baseline",
+        metavar="PATH",
+        help="write every guarded test's breaches to PATH as a baseline, and accept them",
+    )
+
+
+@dataclass
+class _Session:
+    """What the session gathers from its guarded tests (on the xdist controller too)."""
+
+    baseline: baselines.Baseline | None = None
+    collecting: bool = False  # a baseline is read or written: guards run to the end
+    found: list[tuple[Row, str]] = field(default_factory=list)  # breaches, with their test
+    allowed: list[tuple[Row, str]] = field(default_factory=list)  # pragmas, allow keys
+    tests: set[str] = field(default_factory=set)  # guarded tests that ran
+    checks: set[str] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)  # where pragmas may be
+    notes: list[str] = field(default_factory=list)  # the terminal summary's lines
+
+
+_STATE = pytest.StashKey[_Session]()
+_RESULT = pytest.StashKey[dict]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
+    state = _Session()
+    config.stash[_STATE] = state
+    read = config.getoption("hot_path_baseline", None)
+    write = config.getoption("hot_path_write_baseline", None)
+    if read and write:
+        raise pytest.UsageError(
+            "--hot-path-baseline and --hot-path-write-baseline go one at a time: compare "
+            "with the baseline, or rewrite it"
+        )
+    try:
+        for option, path in (("--hot-path-sarif", config.getoption("hot_path_sarif", None)),
+                             ("--hot-path-write-baseline", write)):  # fmt: skip
+            if path:
+                check_writable(path, option)
+        if read:
+            state.baseline = baselines.load(read)
+    except (OutputError, baselines.BaselineError) as exc:
+        prefix = "" if isinstance(exc, OutputError) else "--hot-path-baseline "
+        raise pytest.UsageError(f"{prefix}{exc}") from None
+    state.collecting = bool(read or write)
+    config.pluginmanager.register(_SessionHooks(state), "trackgen_contract-session")
 
 
-def _guard_for(item: pytest.Item) -> HotPathGuard | None:
+# --- the guard --------------------------------------------------------------------------------
+
+
+def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard | None:
+    """The guard a marked test runs under (None for an unmarked test); `run_through` makes
+    it non-strict, to collect every breach for a baseline."""
     marker = item.get_closest_marker("hot_path")
     if marker is None:
         return None
+    where = f"{item.nodeid}: @pytest.mark.hot_path"
     if marker.args:
         raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.hot_path takes keyword options only "
-            f"(as hot_path_guard), got positional {marker.args!r}"
+            f"{where} takes keyword options only (as hot_path_guard), "
+            f"got positional {marker.args!r}"
         )
+    options = dict(marker.kwargs)
+    if all(options.get(name) is False for name in _SWITCHES):
+        off = ", ".join(f"{name}=False" for name in _SWITCHES)
+        raise pytest.UsageError(
+            f"{where}({off}) checks nothing: leave at least one of {', '.join(_SWITCHES)} on"
+        )
+    if run_through:
+        options["strict"] = False
     try:
-        return HotPathGuard(**marker.kwargs)
+        return HotPathGuard(**options)
     except (TypeError, ValueError) as exc:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.hot_path: {exc}") from None
+        raise pytest.UsageError(f"{where}: {exc}") from None
+
+
+class _Seen:
+    """Counts the watched Warp calls of a test's call phase."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, call: WarpCall) -> None:
+        self.calls += 1
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    guard = _guard_for(item)
+    state = item.config.stash[_STATE]
+    guard = _guard_for(item, run_through=state.collecting)
     if guard is None:
         return (yield)
-    with guard:  # a strict guard raises at the breaching call, or on exit if swallowed
-        result = yield
-    if guard.violations:  # a non-strict guard: fail with everything it collected
-        raise HotPathViolation(format_report(guard.violations, with_source=True))
+    seen = _Seen()
+    try:
+        with Tracer(seen), guard:  # a strict guard raises at the breach, or on exit
+            result = yield
+    finally:
+        item.stash[_RESULT] = _result(item, guard)
+    _fail_on(item, guard, seen)
     return result
+
+
+def _fail_on(item: pytest.Item, guard: HotPathGuard, seen: _Seen) -> None:
+    __tracebackhide__ = True
+    state = item.config.stash[_STATE]
+    violations = guard.violations
+    if state.baseline is not None:
+        found = [(row, item.nodeid) for row in rows(_counted(violations))]
+        new = baselines.compare(found, state.baseline).new
+        violations = [v for v in violations if _is_in(v, new)]
+    elif state.collecting:
+        violations = []  # being written to the baseline
+    if violations:  # a non-strict guard: fail with everything it collected
+        text = format_report(violations, with_source=True, allowed=guard.allowed)
+        if state.baseline is not None:
+            text = f"new since the baseline {state.baseline.path}:\n{text}"
+        raise HotPathViolation(text)
+    if not seen.calls:
+        pytest.fail(
+            "nothing was checked: the test's call phase made no watched Warp call under "
+            "@pytest.mark.hot_path (guard the part that calls Warp, or drop the marker)",
+            pytrace=False,
+        )
+
+
+def _counted(violations: list[Violation]) -> list[tuple[Violation, int]]:
+    return [(v, 1) for v in violations]
+
+
+def _is_in(violation: Violation, new: tuple[Row, ...]) -> bool:
+    return any(
+        (r.category, r.api, r.site) == (violation.category, violation.api, violation.site)
+        for r in new
+    )
+
+
+# --- what a guarded test hands to the session (through xdist too: plain data) ---------------
+
+
+def _site_data(site: Site) -> list:
+    return [site.module, site.function, site.filename, site.lineno]
+
+
+def _row_data(row: Row) -> dict:
+    return {
+        "category": row.category,
+        "api": row.api,
+        "site": _site_data(row.site),
+        "count": row.count,
+        "keys": [list(k) for k in row.keys],
+        "allowed_by": row.allowed_by,
+        "pragma": None
+        if row.pragma is None
+        else [row.pragma.filename, row.pragma.lineno, list(row.pragma.categories)],
+    }
+
+
+def _row_from(data: dict, test: str) -> Row:
+    pragma = data["pragma"]
+    return Row(
+        category=data["category"],
+        api=data["api"],
+        site=Site(*data["site"]),
+        count=data["count"],
+        keys=tuple(tuple(k) for k in data["keys"]),  # type: ignore[misc]
+        allowed_by=data["allowed_by"],
+        pragma=None if pragma is None else pragmas.Pragma(pragma[0], pragma[1], tuple(pragma[2])),
+        tests=(test,),
+    )
+
+
+def _result(item: pytest.Item, guard: HotPathGuard) -> dict:
+    accepted = [key for key in guard.allowed if isinstance(key, pragmas.PragmaAllowed)]
+    let_through = rows(
+        ((key.violation, 1) for key in accepted),
+        allowed_by="pragma",
+        pragma={key.violation: key.pragma for key in accepted}.get,
+    )
+    return {
+        "breaches": [_row_data(r) for r in rows(_counted(guard.violations))],
+        "let_through": [_row_data(r) for r in let_through],
+        "checks": sorted(guard.checks),
+    }
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "call" and _RESULT in item.stash:
+        report.trackgen_contract = item.stash[_RESULT]  # type: ignore[attr-defined]
+    excinfo = call.excinfo
+    if report.failed and excinfo is not None and excinfo.errisinstance(HotPathViolation):
+        _trim(item, report, excinfo)
+    return report
+
+
+# --- a failure shows the user's frames ---------------------------------------------------
+
+
+def _trim(item: pytest.Item, report: pytest.TestReport, excinfo: pytest.ExceptionInfo) -> None:
+    """Show a hot-path breach from the test's own frames: not Warp's function (whose
+    signature pytest would print whole), not this plugin's hook, no argument dumps."""
+    config = item.config
+    style = config.getoption("tbstyle", "auto")
+    if config.getoption("fulltrace", False) or style not in ("auto", "long", "short"):
+        return
+    report.longrepr = excinfo.getrepr(
+        style="short" if style == "short" else "long",
+        funcargs=False,
+        showlocals=config.getoption("showlocals", False),
+        tbfilter=lambda info: _user_entries(item, info, style),
+        chain=False,
+    )
+
+
+def _user_entries(item: pytest.Item, excinfo: pytest.ExceptionInfo, style: str) -> pytest.Traceback:  # type: ignore[name-defined]
+    traceback = excinfo.traceback
+    function = getattr(item, "function", None)
+    code = getattr(function, "__code__", None)
+    start = next((i for i, entry in enumerate(traceback) if entry.frame.code.raw is code), None)
+    if start is None:  # raised after the test returned: the message names every site
+        return traceback.__class__([])
+    kept = [e for e in traceback[start:] if not is_internal(e.frame.raw)]
+    if style == "auto" and len(kept) > 2:
+        kept = [kept[0], *(e.with_repr_style("short") for e in kept[1:-1]), kept[-1]]
+    return traceback.__class__(kept)
+
+
+# --- the session's end -----------------------------------------------------------------------
+
+
+class _SessionHooks:
+    """The session's hooks: gather what guarded tests report (from xdist workers too) and
+    write the SARIF log and the baseline at the end, on the controller."""
+
+    def __init__(self, state: _Session) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "trackgen_contract", None)
+        if data is None or report.when != "call":
+            return
+        state, test = self.state, report.nodeid
+        state.tests.add(test)
+        state.checks.update(data["checks"])
+        state.found += [(_row_from(r, test), test) for r in data["breaches"]]
+        state.allowed += [(_row_from(r, test), test) for r in data["let_through"]]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        """xdist: a worker is done; keep the files where its tests' pragmas may be."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.state.files.update(output.get(_FILES_KEY, ()))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        config, state = session.config, self.state
+        files = project_files(config.rootpath)
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: the controller writes the files
+            workeroutput[_FILES_KEY] = files
+            return
+        state.files.update(files)
+        if not state.tests:
+            return
+        status = _finish(config, state)
+        if status is not None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = status
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.state.notes:
+            terminalreporter.section("trackgen_contract")
+            for line in self.state.notes:
+                terminalreporter.write_line(line)
+
+
+def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
+    root = config.rootpath
+    path_of = lambda filename: portable_path(filename, root)  # noqa: E731
+    let_through = [row for row, _ in state.allowed]
+    compared = None
+    if state.baseline is not None:
+        compared = baselines.compare(state.found, state.baseline, tests_run=state.tests)
+        _note_baseline(state, compared)
+        let_through += [dataclasses.replace(r, allowed_by="baseline") for r in compared.accepted]
+    write = config.getoption("hot_path_write_baseline", None)
+    if write:
+        entries = baselines.entries(state.found, path_of)
+        baselines.write(write, entries)
+        state.notes.append(f"wrote {len(entries)} baseline entries to {write}")
+    sarif = config.getoption("hot_path_sarif", None)
+    if sarif:
+        breaches = [row for row, _ in state.found] if compared is None else list(compared.new)
+        if write:
+            let_through += [dataclasses.replace(r, allowed_by="baseline") for r in breaches]
+            breaches = []
+        log = sarifs.document(
+            _merged(breaches),
+            _merged(let_through),
+            root=root,
+            version=__version__,
+            with_baseline=compared is not None,
+        )
+        sarifs.write(sarif, log)
+        state.notes.append(f"wrote SARIF for {len(state.tests)} guarded tests to {sarif}")
+    return _note_pragmas(state)
+
+
+def _merged(found: list[Row]) -> list[Row]:
+    """One row per (category, api, site, reason) across tests, naming every test."""
+    merged: dict[tuple, Row] = {}
+    for row in found:
+        key = (row.category, row.api, row.site, row.allowed_by, row.pragma)
+        known = merged.get(key)
+        if known is None:
+            merged[key] = row
+        else:
+            merged[key] = dataclasses.replace(
+                known,
+                count=known.count + row.count,
+                keys=tuple(sorted({*known.keys, *row.keys})),
+                tests=(*known.tests, *row.tests),
+            )
+    return list(merged.values())
+
+
+def _note_baseline(state: _Session, compared: baselines.Comparison) -> None:
+    path = state.baseline.path if state.baseline else ""
+    accepted = len(compared.accepted)
+    state.notes.append(
+        f"baseline {path}: accepted {accepted} breach site{'s' * (accepted != 1)}; "
+        f"{len(compared.new)} new"
+    )
+    if compared.fixed:
+        state.notes.append(
+            f"fixed since the baseline ({len(compared.fixed)}): rewrite it with "
+            f"--hot-path-write-baseline {path} to lock the gain in"
+        )
+        state.notes += [f"  {entry}" for entry in compared.fixed]
+
+
+def _note_pragmas(state: _Session) -> pytest.ExitCode | None:
+    found, errors = pragmas.scan(state.files)
+    used = {
+        (row.pragma.filename, row.pragma.lineno, row.category)
+        for row, _ in state.allowed
+        if row.pragma is not None
+    }
+    for pragma, idle in pragmas.unused(found, used, state.checks):
+        state.notes.append(
+            f"unused pragma at {pragma.location}: allow {', '.join(idle)} accepted nothing "
+            "in this session"
+        )
+    state.notes += [f"error: {error}" for error in errors]
+    return pytest.ExitCode.USAGE_ERROR if errors else None
 
 
 @pytest.fixture(name="hot_path_guard")

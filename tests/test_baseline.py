@@ -1,0 +1,177 @@
+"""The baseline that ratchets: written, accepted, failing only on what is new, reporting
+what was fixed, and matched across edits. Command line through a subprocess, the pytest
+plugin through pytester."""
+
+import json
+
+import pytest
+from test_cli import BREACHES, PRELUDE, TESTS, load, program, trace
+
+from trackgen_contract.trace import CLEAN
+
+pytest_plugins = ["pytester"]
+
+BODY = """\
+def step():
+    a.numpy()
+    gen.launch_without_stream(a)
+    a.numpy()
+{extra}
+for _ in range(2):
+    step()
+"""
+
+
+def run_with(tmp_path, extra="", *options, above=""):
+    path = program(tmp_path, above + PRELUDE + BODY.format(extra=extra))
+    (tmp_path / ".git").mkdir(exist_ok=True)  # the project root
+    return trace("--hot", "__main__:step", "--json", tmp_path / "r.json", *options, path,
+                 cwd=tmp_path)  # fmt: skip
+
+
+def test_written_baseline_is_sorted_stable_and_has_no_line_numbers(tmp_path):
+    status, _, err = run_with(tmp_path, "", "--write-baseline", "b.json")
+    assert status == CLEAN, err
+    assert "wrote 2 baseline entries to b.json" in err
+    text = (tmp_path / "b.json").read_text()
+    document = json.loads(text)
+    assert document["format"] == "trackgen_contract baseline" and document["version"] == 1
+    entries = document["entries"]
+    assert [(e["category"], e["api"], e["source"], e["lines"]) for e in entries] == [
+        ("host_sync", "wp.array.numpy()", "a.numpy()", 2),  # two lines share the identity
+        ("stream", "wp.launch without stream=", "wp.launch(add_one, dim=a.shape[0], "
+         "inputs=[a], device=a.device)", 1),
+    ]  # fmt: skip
+    assert entries[0]["path"] == "prog.py" and entries[0]["module"] == "__main__"
+    assert entries[1]["path"] == "acme/gen.py"  # outside the root: from its sys.path entry
+    assert "lineno" not in text
+    run_with(tmp_path, "", "--write-baseline", "b.json")
+    assert (tmp_path / "b.json").read_text() == text  # the same run writes the same file
+
+
+def test_the_same_run_with_its_baseline_is_clean(tmp_path):
+    run_with(tmp_path, "", "--write-baseline", "b.json")
+    status, _, err = run_with(tmp_path, "", "--baseline", "b.json")
+    assert status == CLEAN, err
+    assert "baseline b.json: accepted 6 breaching calls at 3 sites; 0 new sites" in err
+    document = load(tmp_path / "r.json")
+    assert document["breach_count"] == 0
+    assert {r["allowed_by"] for r in document["let_through"]} == {"baseline"}
+
+
+def test_a_new_breach_fails_and_is_the_only_one_reported(tmp_path):
+    run_with(tmp_path, "", "--write-baseline", "b.json")
+    status, _, err = run_with(tmp_path, "    gen.sync()", "--baseline", "b.json")
+    assert status == BREACHES, err
+    document = load(tmp_path / "r.json")
+    assert [(b["api"], b["site"]["function"]) for b in document["breaches"]] == [
+        ("wp.synchronize()", "sync")
+    ]
+    assert "1 new site" in err
+
+
+def test_a_third_identical_line_is_new(tmp_path):
+    run_with(tmp_path, "", "--write-baseline", "b.json")
+    status, _, err = run_with(tmp_path, "    a.numpy()", "--baseline", "b.json")
+    assert status == BREACHES, err
+    # nothing tells which of the three was added: all three are shown
+    assert [b["site"]["lineno"] for b in load(tmp_path / "r.json")["breaches"]] == [11, 13, 14]
+
+
+def test_a_fixed_breach_is_reported_with_the_hint_to_rewrite(tmp_path):
+    run_with(tmp_path, "", "--write-baseline", "b.json")
+    path = tmp_path / "prog.py"
+    path.write_text(path.read_text().replace("    gen.launch_without_stream(a)\n", "    pass\n"))
+    status, _, err = trace("--hot", "__main__:step", "--baseline", "b.json", "--json", "r.json",
+                           path, cwd=tmp_path)  # fmt: skip
+    assert status == CLEAN, err
+    assert "fixed since the baseline (1): rewrite it with --write-baseline b.json" in err
+    [fixed] = load(tmp_path / "r.json")["baseline"]["fixed"]
+    assert (fixed["category"], fixed["lines"]) == ("stream", 1)
+
+
+def test_lines_inserted_above_keep_the_baseline_matched(tmp_path):
+    run_with(tmp_path, "", "--write-baseline", "b.json")
+    status, _, err = run_with(tmp_path, "", "--baseline", "b.json", above="# one\n# two\n")
+    assert status == CLEAN, err
+    sites = [r["site"]["lineno"] for r in load(tmp_path / "r.json")["let_through"]]
+    assert 13 in sites  # moved from 11, still matched
+
+
+def test_strict_runs_past_a_baselined_breach(tmp_path):
+    run_with(tmp_path, "", "--write-baseline", "b.json")
+    assert run_with(tmp_path, "", "--baseline", "b.json", "--strict")[0] == CLEAN
+    status, _, err = run_with(tmp_path, "    gen.sync()", "--baseline", "b.json", "--strict")
+    assert status == BREACHES
+    assert "host sync on a hot path: wp.synchronize() from sync" in err
+
+
+# --- the pytest plugin -----------------------------------------------------------------------
+
+
+TESTS_SOURCE = """
+import pytest
+import warp as wp
+from acme import gen
+
+@pytest.fixture
+def a():
+    return wp.zeros(4, dtype=float, device="cpu")
+
+@pytest.mark.hot_path
+def test_one(a):
+    gen.read_back(a)
+    gen.launch_without_stream(a)
+
+@pytest.mark.hot_path
+def test_two(a):
+    gen.launch_with_stream(a)
+    {extra}
+"""
+
+
+@pytest.fixture
+def session(pytester):
+    pytester.syspathinsert(TESTS)
+
+    def session(extra="pass", *options):
+        pytester.makepyfile(test_b=TESTS_SOURCE.replace("{extra}", extra))
+        return pytester.runpytest("-p", "no:cacheprovider", *options)
+
+    return session
+
+
+def test_plugin_baseline(session, pytester):
+    session("gen.allocate(2)").assert_outcomes(failed=2)
+    result = session("gen.allocate(2)", "--hot-path-write-baseline", "b.json")
+    result.assert_outcomes(passed=2)  # accepted while the baseline is written
+    result.stdout.fnmatch_lines(["*wrote 3 baseline entries to b.json*"])
+    entries = json.loads((pytester.path / "b.json").read_text())["entries"]
+    assert {e["test"] for e in entries} == {"test_b.py::test_one", "test_b.py::test_two"}
+
+    session("gen.allocate(2)", "--hot-path-baseline", "b.json").assert_outcomes(passed=2)
+
+    result = session("gen.allocate(2); gen.sync()", "--hot-path-baseline", "b.json")
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "new since the baseline b.json:" in text
+    result.stdout.fnmatch_lines(["*wp.synchronize() from sync*"])
+    assert "wp.zeros() from allocate" not in text  # in the baseline: not reported again
+
+    result = session("pass", "--hot-path-baseline", "b.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*fixed since the baseline (1): rewrite it with --hot-path-write-baseline b.json*",
+            "*wp.zeros() from allocate*test_b.py::test_two*",
+        ]
+    )
+
+
+def test_plugin_baseline_usage_errors(session, pytester):
+    result = session("pass", "--hot-path-baseline", "missing.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--hot-path-baseline missing.json: no such file*"])
+    result = session("pass", "--hot-path-baseline", "a", "--hot-path-write-baseline", "b")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*go one at a time*"])

@@ -1,0 +1,188 @@
+"""Line pragmas (``# trackgen_contract: allow CATEGORY``): in a guard, on the command line
+(through a subprocess) and under the pytest marker (through pytester)."""
+
+import importlib.util
+import json
+import textwrap
+
+import pytest
+from test_cli import BREACHES, PRELUDE, program, trace
+
+from trackgen_contract import HotPathViolation, hot_path_guard
+from trackgen_contract.guard import format_report
+from trackgen_contract.pragmas import Pragma, PragmaAllowed, PragmaError, _comment, parse
+
+pytest_plugins = ["pytester"]
+
+
+def module(tmp_path, source, name="pragma_mod"):
+    """Import `source` from a real file: a pragma is read from the file."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SOURCE = """\
+import warp as wp
+
+def accepted(a):
+    return a.numpy()  # trackgen_contract: allow host_sync
+
+def two(a):
+    return a.numpy(), wp.zeros(2, device="cpu")  # trackgen_contract: allow allocation, host_sync
+
+def wrong(a):
+    return a.numpy()  # trackgen_contract: allow allocation
+
+def unknown(a):
+    return a.numpy()  # trackgen_contract: allow hostsync
+"""
+
+
+def test_parse():
+    assert parse("# trackgen_contract: allow stream, host_sync", "f.py", 3) == Pragma(
+        "f.py", 3, ("host_sync", "stream")
+    )
+    assert parse("# noqa: E501  # trackgen_contract: allow capture  # why", "f.py", 1)
+    assert parse("# an ordinary comment", "f.py", 1) is None
+    with pytest.raises(PragmaError, match="f.py:2: unknown category 'gpu'"):
+        parse("# trackgen_contract: allow gpu", "f.py", 2)
+    with pytest.raises(PragmaError, match="cannot read the pragma"):
+        parse("# trackgen_contract: let host_sync", "f.py", 2)
+    assert _comment('x = "# trackgen_contract: allow stream"') is None  # inside a string
+    assert _comment("x = f('#', y)  # here") == "# here"
+
+
+def test_guard_lists_a_pragma_accepted_breach_as_allowed(tmp_path, arr):
+    mod = module(tmp_path, SOURCE)
+    with hot_path_guard() as guard:  # strict: it would raise at the readback
+        mod.accepted(arr)
+        mod.two(arr)
+    assert guard.ok
+    assert guard.allowed[0] == ("wp.array.numpy", "pragma_mod", "accepted")
+    first = guard.allowed[0]
+    assert isinstance(first, PragmaAllowed)
+    assert (first.pragma.lineno, first.pragma.categories) == (4, ("host_sync",))
+    assert first.violation.category == "host_sync"
+    assert [key.violation.category for key in guard.allowed[1:]] == ["host_sync", "allocation"]
+    text = format_report(guard.violations, allowed=guard.allowed)
+    assert text.startswith("no hot-path contract breach\nallowed by a line pragma (3):")
+    assert "allowed by the pragma at " in text and "pragma_mod.py:4" in text
+
+
+def test_a_pragma_of_another_category_does_not_accept(tmp_path, arr):
+    mod = module(tmp_path, SOURCE)
+    with pytest.raises(HotPathViolation, match="host sync on a hot path"):
+        with hot_path_guard():
+            mod.wrong(arr)
+
+
+def test_an_unknown_category_is_an_error_naming_file_and_line(tmp_path, arr):
+    mod = module(tmp_path, SOURCE)
+    with pytest.raises(PragmaError, match=r"pragma_mod.py:13: unknown category 'hostsync'"):
+        with hot_path_guard(strict=False):
+            mod.unknown(arr)
+
+
+CLI = (
+    PRELUDE
+    + """\
+@trackgen_contract.hot_path
+def step():
+    a.numpy()  # trackgen_contract: allow host_sync
+    b = wp.zeros(2, dtype=float, device="cpu")  # trackgen_contract: allow host_sync
+    gen.launch_with_stream(a)  # trackgen_contract: allow stream
+
+step()
+"""
+)
+
+
+def test_command_line_pragmas(tmp_path):
+    path = program(tmp_path, CLI)
+    status, _, err = trace("--json", tmp_path / "r.json", path, cwd=tmp_path)
+    assert status == BREACHES, err  # the allocation: its pragma names another category
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert [(b["category"], b["site"]["lineno"]) for b in document["breaches"]] == [
+        ("allocation", 13)
+    ]
+    [accepted] = document["let_through"]
+    assert accepted["allowed_by"] == "pragma" and accepted["pragma"]["lineno"] == 12
+    assert "by the pragma at prog.py:12" in err
+    unused = {(u["lineno"], tuple(u["categories"])) for u in document["pragmas"]["unused"]}
+    assert unused == {(13, ("host_sync",)), (14, ("stream",))}
+    assert "unused pragma at prog.py:14: allow stream accepted nothing in this run" in err
+    # a category that is not checked cannot accept anything: not reported as unused
+    _, _, err = trace("--checks", "host_sync,allocation", path, cwd=tmp_path)
+    assert "prog.py:14" not in err
+
+
+def test_command_line_refuses_an_unknown_category(tmp_path):
+    path = program(tmp_path, CLI.replace("allow stream", "allow streams"))
+    status, _, err = trace(path, cwd=tmp_path)
+    assert status == 2, err
+    assert "error: prog.py:14: unknown category 'streams'" in err
+
+
+def line_of(path, text):
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_marker_pragmas(pytester):
+    path = pytester.makepyfile(
+        test_p="""
+import pytest
+import warp as wp
+
+@pytest.fixture
+def a():
+    return wp.zeros(4, dtype=float, device="cpu")
+
+@pytest.mark.hot_path
+def test_accepted(a):
+    a.numpy()  # trackgen_contract: allow host_sync
+
+@pytest.mark.hot_path
+def test_wrong(a):
+    a.numpy()  # trackgen_contract: allow stream
+
+@pytest.mark.hot_path
+def test_unused(a):
+    a.zero_()  # trackgen_contract: allow stream
+    n = 1  # trackgen_contract: allow capture
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*_ test_wrong _*", "E*HotPathViolation: host sync on a hot path*"]
+    )
+    idle = line_of(path, "allow capture")
+    result.stdout.fnmatch_lines(
+        [f"*unused pragma at test_p.py:{idle}: allow capture accepted nothing in this session*"]
+    )
+    wrong = line_of(path, "allow stream")
+    assert f"unused pragma at test_p.py:{wrong}: allow stream" in result.stdout.str()
+    used = line_of(path, "a.zero_()")
+    assert f"test_p.py:{used}" not in result.stdout.str()  # it accepted the stream breach
+
+
+def test_marker_unknown_category(pytester):
+    path = pytester.makepyfile(
+        test_u="""
+import pytest
+import warp as wp
+
+@pytest.mark.hot_path
+def test_unknown():
+    wp.zeros(2, device="cpu")  # trackgen_contract: allow allocations
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    n = line_of(path, "allocations")
+    result.stdout.fnmatch_lines([f"*PragmaError: test_u.py:{n}: unknown category 'allocations'*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED

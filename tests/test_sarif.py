@@ -1,0 +1,117 @@
+"""SARIF 2.1.0 output, validated against the official schema: from the command line (through
+a subprocess) and from the pytest plugin (through pytester)."""
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from test_cli import BREACHES, PRELUDE, TESTS, program, trace
+
+SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+
+pytest_plugins = ["pytester"]
+
+
+def valid(path):
+    log = json.loads(Path(path).read_text())
+    jsonschema.Draft4Validator(SCHEMA).validate(log)
+    return log
+
+
+def test_the_schema_catches_a_broken_log(tmp_path):
+    path = program(tmp_path, PRELUDE + "a.numpy()\n")
+    trace("--sarif", tmp_path / "r.sarif", path)
+    log = valid(tmp_path / "r.sarif")
+    broken = copy.deepcopy(log)
+    broken["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] = 0
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft4Validator(SCHEMA).validate(broken)
+
+
+DIRTY = (
+    PRELUDE
+    + """\
+for _ in range(3):
+    a.numpy()
+    b = wp.zeros(2, dtype=float, device="cpu")   # trackgen_contract: allow allocation
+    gen.read_back(a)
+"""
+)
+
+
+def test_command_line_sarif(tmp_path):
+    (tmp_path / ".git").mkdir()  # the project root: locations are relative to it
+    path = program(tmp_path, DIRTY)
+    out = tmp_path / "r.sarif"
+    status, _, err = trace("--sarif", out, "--allow", "wp.array.numpy:acme.gen:read_back", path,
+                           cwd=tmp_path)  # fmt: skip
+    assert status == BREACHES, err
+    log = valid(out)
+    run = log["runs"][0]
+    assert log["version"] == "2.1.0"
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == ["host_sync", "allocation", "stream", "capture"]
+    assert "move it out of the hot path" in rules[0]["help"]["text"]
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.resolve().as_uri() + "/"
+    open_results = [r for r in run["results"] if "suppressions" not in r]
+    # one result per site: the readback at line 11 and the prelude's allocation at line 9
+    found = sorted(
+        (r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
+        for r in open_results
+    )
+    assert found == [("allocation", 9), ("host_sync", 11)]
+    readback = next(r for r in open_results if r["ruleId"] == "host_sync")
+    location = readback["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"] == {"uri": "prog.py", "uriBaseId": "%SRCROOT%"}
+    assert location["region"]["snippet"]["text"] == "a.numpy()"
+    assert readback["properties"]["calls"] == 3
+    suppressed = {r["ruleId"]: r["suppressions"][0] for r in run["results"] if "suppressions" in r}
+    assert suppressed["allocation"]["kind"] == "inSource"  # the line pragma
+    assert "prog.py:12" in suppressed["allocation"]["justification"]
+    assert suppressed["host_sync"]["kind"] == "external"  # the --allow key
+    assert run["invocations"][0]["exitCode"] == BREACHES
+
+
+def test_pytest_plugin_sarif(pytester):
+    pytester.syspathinsert(TESTS)
+    pytester.makepyfile(
+        test_hot="""
+import pytest
+import warp as wp
+from acme import gen
+
+@pytest.fixture
+def a():
+    return wp.zeros(4, dtype=float, device="cpu")
+
+@pytest.mark.hot_path(strict=False)
+def test_one(a):
+    gen.read_back(a)
+    a.numpy()   # trackgen_contract: allow host_sync
+
+@pytest.mark.hot_path
+def test_two(a):
+    gen.read_back(a)
+
+@pytest.mark.hot_path
+def test_clean(a):
+    gen.launch_with_stream(a)
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hot-path-sarif", "out/r.sarif")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # before any test runs
+    result.stderr.fnmatch_lines(["*--hot-path-sarif out/r.sarif: no such directory*"])
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hot-path-sarif", "r.sarif")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*wrote SARIF for 3 guarded tests to r.sarif*"])
+    run = valid(pytester.path / "r.sarif")["runs"][0]
+    [breach] = [r for r in run["results"] if "suppressions" not in r]
+    assert breach["ruleId"] == "host_sync"
+    assert breach["properties"]["tests"] == ["test_hot.py::test_one", "test_hot.py::test_two"]
+    assert breach["properties"]["calls"] == 2
+    [accepted] = [r for r in run["results"] if "suppressions" in r]
+    location = accepted["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"] == {"uri": "test_hot.py", "uriBaseId": "%SRCROOT%"}
+    assert accepted["suppressions"][0]["kind"] == "inSource"
