@@ -29,13 +29,11 @@ POLICY = make_policy()
 
 
 class Device:
-    """A stand-in for a Warp device (only `str()` and `is_cpu` are read)."""
+    """A stand-in for a Warp device: the two attributes Warp stores and the rules read."""
 
     def __init__(self, name):
-        self.name, self.is_cpu = name, name == "cpu"
-
-    def __str__(self):
-        return self.name
+        self.alias = name
+        self.ordinal = -1 if name == "cpu" else int(name.partition(":")[2] or 0)
 
 
 def array_on(name):
@@ -63,7 +61,11 @@ def test_allowed_readback():
 
 def test_sanctioned_readback():
     sanction.site("rules-test")(_sanctioned_poll)
-    call = WarpCall.of("wp.array.numpy", site=Site(__name__, "_sanctioned_poll", __file__, 1))
+    call = WarpCall.of(
+        "wp.array.numpy",
+        site=Site(__name__, "_sanctioned_poll", __file__, 1),
+        caller_code=_sanctioned_poll.__code__,
+    )
     assert host_sync(call, POLICY).outcome == VIOLATION
     with sanction.scope("rules-test"):
         assert host_sync(call, POLICY).outcome == SANCTIONED

@@ -62,6 +62,9 @@ class Watch:
     positional: tuple[str, ...] = ()  # names of the positions of a ``*args`` signature
     data: str | None = None  # the parameter whose None means "nothing is created"
     parens: bool = True  # spelled as a call in messages ("wp.copy()", not "wp.ScopedStream")
+    # Paths of Warp code that finishes the same user construct (``ScopedCapture.__exit__``):
+    # watched calls made inside it belong to the construct, already judged on entry.
+    serves: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -101,7 +104,8 @@ def _table() -> list[Watch]:
         *(Watch(f"wp.array.{m}", MEMSET, f"wp.{cls}.{m}")
           for m in ("assign", "zero_", "fill_") for cls in ("array", "indexedarray")),
         Watch("wp.ScopedStream", SCOPED_STREAM, "wp.ScopedStream.__enter__", parens=False),
-        Watch("wp.ScopedCapture", CAPTURE, "wp.ScopedCapture.__enter__", parens=False),
+        Watch("wp.ScopedCapture", CAPTURE, "wp.ScopedCapture.__enter__", parens=False,
+              serves=("wp.ScopedCapture.__exit__",)),
         *(Watch(f"wp.{n}", CAPTURE, f"wp.{n}")
           for n in ("capture_begin", "capture_end", "capture_launch")),
         *(Watch(f"wp.{n}", CAPTURE, f"wp.{n}", since=(1, 8))
@@ -241,20 +245,27 @@ def resolve(wp: types.ModuleType | None = None) -> Registry:
         )
     roots = _roots(wp)
     entries: dict[int, Entry] = {}
+    serving: dict[int, tuple[CodeType, str]] = {}
     for watch in TABLE:
         if not watch.applies_to(version):
             continue
-        try:
-            code = _resolve_path(watch.path, roots)
-        except (AttributeError, KeyError, TypeError) as exc:
-            raise RegistryError(
-                f"cannot find {watch.api} ({watch.path}) in warp-lang {wp.__version__}, "
-                f"which should have it: {exc}"
-            ) from None
+        code = _find(watch, watch.path, roots, wp.__version__)
         # Two public names can share one code object (an inherited method, a subclass
         # without its own __init__): the first row names it.
         entries.setdefault(id(code), Entry(watch, code))
-    return Registry(wp.__version__, entries, wp)
+        for path in watch.serves:
+            served = _find(watch, path, roots, wp.__version__)
+            serving[id(served)] = (served, watch.api)
+    return Registry(wp.__version__, entries, wp, serving)
+
+
+def _find(watch: Watch, path: str, roots: dict[str, object], version: str) -> CodeType:
+    try:
+        return _resolve_path(path, roots)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise RegistryError(
+            f"cannot find {watch.api} ({path}) in warp-lang {version}, which should have it: {exc}"
+        ) from None
 
 
 class Registry:
@@ -265,10 +276,17 @@ class Registry:
     entries hold their code objects, Warp's functions, which live as long as Warp does.
     """
 
-    def __init__(self, warp_version: str, entries: dict[int, Entry], wp: types.ModuleType):
+    def __init__(
+        self,
+        warp_version: str,
+        entries: dict[int, Entry],
+        wp: types.ModuleType,
+        serving: dict[int, tuple[CodeType, str]] | None = None,
+    ):
         self.warp_version = warp_version
         self.by_id = entries
         self._wp = wp
+        self._serving = serving or {}
         self._public: dict[int, str] | None = None
 
     def __iter__(self) -> Iterator[Entry]:
@@ -280,6 +298,12 @@ class Registry:
     def entry(self, code: CodeType) -> Entry | None:
         """The entry watching `code`, if any."""
         return self.by_id.get(id(code))
+
+    def served_api(self, code: CodeType) -> str | None:
+        """The watched API whose user construct `code` finishes (``"wp.ScopedCapture"``
+        for ``ScopedCapture.__exit__``), if any."""
+        found = self._serving.get(id(code))
+        return found[1] if found is not None and found[0] is code else None
 
     def by_api(self, api: str) -> Entry:
         """The (first) entry of a public API name, e.g. ``"wp.copy"``."""

@@ -20,6 +20,7 @@ from functools import cache, cached_property
 from typing import NamedTuple
 
 from . import sanction
+from .callsite.readback import Unresolved, attribute
 from .registry import (
     ALLOC,
     ALLOCATOR,
@@ -32,6 +33,8 @@ from .registry import (
     SCOPED_STREAM,
     SYNC,
     TABLE,
+    Entry,
+    installed,
 )
 from .sites import Site
 from .tracer import WarpCall
@@ -112,6 +115,13 @@ class Policy:
     modules: tuple[str, ...] | None = None  # None: every caller outside Warp
     allow: frozenset[Key] = frozenset()
     keep_arrays: bool = True  # hold allocated arrays in `Violation.array`
+
+    @cached_property
+    def entries(self) -> tuple[Entry, ...]:
+        """The watched entries on which one of the policy's checks can fire: what a tracer
+        for this policy needs armed."""
+        ops = {op for op, categories in _OP_CATEGORIES.items() if self.checks & set(categories)}
+        return tuple(entry for entry in installed() if entry.op in ops)
 
     @cached_property
     def rules(self) -> dict[str, tuple[Rule, ...]]:
@@ -252,10 +262,12 @@ def _passed(call: WarpCall, name: str) -> bool:
 
 
 def _records_only(call: WarpCall) -> bool:
-    """``wp.launch(..., record_cmd=True)`` returns a `Launch` and runs nothing."""
-    return (
-        call.op == LAUNCH and _passed(call, "record_cmd") and bool(_bound_value(call, "record_cmd"))
-    )
+    """``wp.launch(..., record_cmd=True)`` returns a `Launch` and runs nothing. (Only a
+    plain true value counts: the truth of an object of the user's would run its code.)"""
+    if call.op != LAUNCH or not _passed(call, "record_cmd"):
+        return False
+    value = _bound_value(call, "record_cmd")
+    return type(value) in (bool, int) and bool(value)
 
 
 @cache
@@ -269,14 +281,43 @@ def _copy_devices(call: WarpCall) -> tuple[str, str] | None:
     """``(source device, destination device)`` of a copy between two devices, else None."""
     if not _several_devices():
         return None  # a CPU-only runtime has one device: no copy can cross devices
-    dest, src = (getattr(call.args.get(name), "device", None) for name in call.entry.watch.devices)
-    if dest is None or src is None or str(dest) == str(src):
+    dest, src = (_device(call.args.get(name)) for name in call.entry.watch.devices)
+    if dest is None or src is None or dest[0] == src[0]:
         return None
-    return str(src), str(dest)
+    return src[0], dest[0]
+
+
+def _device(array: object) -> tuple[str, int] | None:
+    """``(alias, ordinal)`` of a Warp array's device, read as Warp stores them (its
+    ``str()`` is the alias; a negative ordinal is the CPU); None when they are not there."""
+    try:
+        device = attribute(array, "device")
+        alias, ordinal = attribute(device, "alias"), attribute(device, "ordinal")
+    except Unresolved:
+        return None
+    return (alias, ordinal) if type(alias) is str and type(ordinal) is int else None
 
 
 def _cpu_array(value: object) -> bool:
-    return bool(getattr(getattr(value, "device", None), "is_cpu", False))
+    device = _device(value)
+    return device is not None and device[1] < 0
+
+
+def _allocates(call: WarpCall) -> bool:
+    """Whether an allocation call really allocates: a zero-size array gets no memory
+    (Warp leaves its pointer None and calls no allocator), nor does a zero-byte request."""
+    op = call.op
+    if op == ALLOC:
+        shape = call.args.get("shape")
+        dims = (shape,) if type(shape) is int else shape
+        if type(dims) in (tuple, list) and all(type(d) is int for d in dims):  # type: ignore[union-attr]
+            return all(d != 0 for d in dims)  # type: ignore[union-attr]
+        return True
+    if op == ALLOCATOR:
+        size = call.args.get("size_in_bytes")
+        return not (type(size) is int and size == 0)
+    data = call.entry.watch.data
+    return data is None or _bound_value(call, data) is not None  # Volume(None): a shell
 
 
 # --- the rules ------------------------------------------------------------------------
@@ -301,7 +342,7 @@ def host_sync(call: WarpCall, policy: Policy) -> Finding | None:
     caller = call.caller
     key = (call.api, caller.module, caller.function)
     violation = Violation("host_sync", text, call.site, key)
-    if sanction.is_sanctioned(caller.module, caller.function):
+    if sanction.is_sanctioned(call.caller_code):
         return Finding(SANCTIONED, violation)
     if key in policy.allow:
         return Finding(ALLOWED, violation)
@@ -311,11 +352,8 @@ def host_sync(call: WarpCall, policy: Policy) -> Finding | None:
 def allocation(call: WarpCall, policy: Policy) -> Finding | None:
     """A Warp array allocation, a raw allocator call, or a native Warp object."""
     op = call.op
-    if op not in (ALLOC, ALLOCATOR, NATIVE):
+    if op not in (ALLOC, ALLOCATOR, NATIVE) or not _allocates(call):
         return None
-    data = call.entry.watch.data
-    if data is not None and _bound_value(call, data) is None:
-        return None  # e.g. Volume(None): an empty shell, nothing is created
     if _served(call, "allocation"):
         return None
     site, via = call.site, call.via
@@ -367,7 +405,21 @@ RULES: dict[str, Rule] = {
 
 
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
-    """Every finding of the policy's checks on one call, in category order."""
+    """Every finding of the policy's checks on one call, in category order.
+
+    An error of this package's own while judging is never raised into the user's call: the
+    call is judged again on the values it binds (its shape unknown), with a warning."""
+    try:
+        return _judge(call, policy)
+    except Exception as error:
+        call.degrade(error)
+    try:
+        return _judge(call, policy)
+    except Exception:
+        return []  # nothing can be said of it; the warning above names it
+
+
+def _judge(call: WarpCall, policy: Policy) -> list[Finding]:
     findings = []
     for rule in policy.rules[call.entry.op]:
         finding = rule(call, policy)

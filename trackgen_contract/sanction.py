@@ -22,13 +22,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import CodeType
 from typing import TypeVar
 
 __all__ = ["is_sanctioned", "scope", "site"]
 
 F = TypeVar("F", bound=Callable)
 
-_sites: dict[tuple[str, str], str] = {}  # (module, qualified name) -> kind
+# id(code) -> (code, kind). By code object, not by name: two lambdas of one module, or two
+# functions with one qualified name, are two places.
+_sites: dict[int, tuple[CodeType, str]] = {}
 _scopes: ContextVar[frozenset[str]] = ContextVar("trackgen_contract_sanctions", default=frozenset())
 
 
@@ -46,11 +49,11 @@ def site(kind: str) -> Callable[[F], F]:
     _check_kind(kind)
 
     def mark(fn: F) -> F:
-        target = getattr(fn, "__func__", fn)
-        module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
-        if not isinstance(module, str) or not isinstance(name, str):
+        target = getattr(fn, "__func__", fn)  # staticmethod, classmethod, bound method
+        code = getattr(target, "__code__", None)
+        if not isinstance(code, CodeType):
             raise TypeError(f"sanction.site({kind!r}) expects a function, got {fn!r}")
-        _sites[(module, name)] = kind
+        _sites[id(code)] = (code, kind)
         return fn
 
     return mark
@@ -66,7 +69,7 @@ def scope(kind: str) -> Iterator[None]:
         _scopes.reset(token)
 
 
-def is_sanctioned(module: str, function: str) -> bool:
-    """Whether a sync made directly by `module`.`function` is sanctioned right now."""
-    kind = _sites.get((module, function))
-    return kind is not None and kind in _scopes.get()
+def is_sanctioned(code: CodeType | None) -> bool:
+    """Whether a sync made directly by the function running `code` is sanctioned now."""
+    marked = _sites.get(id(code))
+    return marked is not None and marked[0] is code and marked[1] in _scopes.get()

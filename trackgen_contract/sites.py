@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
+from .codecache import CodeCache
+
 
 def _package_dir(name: str) -> str:
     spec = importlib.util.find_spec(name)
@@ -30,48 +32,37 @@ _WARP_PROGRAM_DIRS = ("examples", "tests")
 
 _OWN_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
 _warp_dir: str | None = None
-# id(code) -> (code, inside warp, inside warp or this package), filled on first sight.
-# Keyed by id: hashing a code object hashes its whole bytecode, microseconds for a large
-# function, on every lookup. The code is kept in the value, so its id cannot be reused.
-_origin: dict[int, tuple[CodeType, bool, bool]] = {}
+# Per code object: (inside Warp's library, inside it or this package), filled on first sight.
+_origin: CodeCache[tuple[bool, bool]] = CodeCache()
+# Per code object: f_lasti -> Site. A loop breaching at one line makes its Site once
+# (reading a frame's line number decodes the line table).
+_sites: CodeCache[dict[int, Site]] = CodeCache()
 
 
-def _origin_of(code: CodeType) -> tuple[CodeType, bool, bool]:
-    origin = _origin.get(id(code))
-    return origin if origin is not None and origin[0] is code else _classify(code)
-
-
-def _classify(code: CodeType) -> tuple[CodeType, bool, bool]:
+def _classify(code: CodeType) -> tuple[bool, bool]:
     global _warp_dir
     if _warp_dir is None:
         _warp_dir = _package_dir("warp")
     path = code.co_filename
     if not os.path.isabs(path) or path.startswith("<"):
-        origin = (code, False, False)
-    else:
-        real = os.path.realpath(path)
-        in_warp = real.startswith(_warp_dir) and not real[len(_warp_dir) :].startswith(
-            tuple(os.path.join(d, "") for d in _WARP_PROGRAM_DIRS)
-        )
-        origin = (code, in_warp, in_warp or real.startswith(_OWN_DIR))
-    _origin[id(code)] = origin
-    return origin
+        return False, False
+    real = os.path.realpath(path)
+    programs = tuple(os.path.join(d, "") for d in _WARP_PROGRAM_DIRS)
+    in_warp = real.startswith(_warp_dir) and not real[len(_warp_dir) :].startswith(programs)
+    return in_warp, in_warp or real.startswith(_OWN_DIR)
 
 
 def in_warp(frame: FrameType) -> bool:
     """True when `frame` runs Warp's library code (never ``__main__``)."""
-    return _origin_of(frame.f_code)[1] and frame.f_globals.get("__name__") != "__main__"
+    origin = _origin.get_or_make(frame.f_code, _classify)
+    return origin[0] and dict.get(frame.f_globals, "__name__") != "__main__"
 
 
 def is_internal(frame: FrameType) -> bool:
     """True when `frame` runs Warp's library code or this package's (never the user's
     program, whatever its path)."""
-    return _origin_of(frame.f_code)[2] and frame.f_globals.get("__name__") != "__main__"
-
-
-# (id(code), f_lasti) -> (code, site): a loop breaching at one line makes its Site once
-# (reading a frame's line number decodes the line table).
-_sites: dict[tuple[int, int], tuple[CodeType, Site]] = {}
+    origin = _origin.get_or_make(frame.f_code, _classify)
+    return origin[1] and dict.get(frame.f_globals, "__name__") != "__main__"
 
 
 @dataclass(frozen=True)
@@ -89,17 +80,18 @@ class Site:
         if frame is None:
             return cls("<unknown>", "<unknown>", "<unknown>", 0)
         code = frame.f_code
-        key = (id(code), frame.f_lasti)
-        known = _sites.get(key)
-        if known is not None and known[0] is code:
-            return known[1]
-        site = cls(
-            module=str(frame.f_globals.get("__name__", "<unknown>")),
-            function=code.co_qualname,
-            filename=code.co_filename,
-            lineno=frame.f_lineno or code.co_firstlineno,
-        )
-        _sites[key] = (code, site)
+        module = dict.get(frame.f_globals, "__name__")
+        module = module if type(module) is str else "<unknown>"
+        known = _sites.get_or_make(code, _new_table)
+        site = known.get(frame.f_lasti)
+        # The same code can run under other globals (types.FunctionType(code, other)).
+        if site is None or site.module != module:
+            site = known[frame.f_lasti] = cls(
+                module=module,
+                function=code.co_qualname,
+                filename=code.co_filename,
+                lineno=frame.f_lineno or code.co_firstlineno,
+            )
         return site
 
     @property
@@ -118,3 +110,7 @@ class Site:
 
     def __str__(self) -> str:
         return f"{self.function} ({self.location})"
+
+
+def _new_table(code: CodeType) -> dict[int, Site]:
+    return {}

@@ -8,27 +8,34 @@ Two interchangeable cores produce the same events, chosen here and nowhere else:
 - `pyprofile` (Python 3.11): ``sys.setprofile`` in the traced thread, which sees every
   Python call of that thread and picks out the watched ones.
 
-A core is armed when the first tracer starts and disarmed when the last one stops. Each
-tracer is registered in a context variable, so a call is reported only to the tracers
-started in the calling thread and context (asyncio task); elsewhere the callback returns
-at once.
+A core arms the code objects its running tracers need and disarms them when the last one
+stops (`arming`). Each tracer is registered in a context variable and remembers its
+thread, so a call is reported only to the tracers started in the calling thread and
+context (asyncio task): a thread running a copy of the context is not traced. Starting
+and stopping run as signal-safe critical sections (`critical`), and a forked child starts
+with no tracer of its parent's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from types import FrameType
 from typing import Protocol
 
-from ..registry import Entry
+from ..registry import Entry, installed
+from . import critical
 from .call import WarpCall
 
 __all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall"]
 
-# The tracers started in the current context, in start order.
+# The tracers started in the current context, in start order. A stopped tracer may linger
+# in a context it was not stopped from; dispatch skips it and the next start drops it.
 _active: ContextVar[tuple[Tracer, ...]] = ContextVar("trackgen_contract_tracers", default=())
 
 
@@ -38,33 +45,86 @@ class CallRefused(Exception):
 
 
 class Core(Protocol):
-    """What a backend provides: arm on the first tracer of a scope, disarm on the last."""
+    """What a backend provides: arm what tracers need while they run."""
 
     name: str
 
-    def attach(self) -> None:
-        """A tracer starts in the current thread."""
+    def attach(self, tracer: Tracer) -> None:
+        """`tracer` starts in the current thread: arm what it needs."""
 
-    def detach(self) -> None:
-        """A tracer started in the current thread stops."""
+    def detach(self, tracer: Tracer, thread: int) -> str | None:
+        """`tracer`, started in `thread`, stops (from any thread). Returns why it may have
+        missed calls (its hook was replaced or removed by someone else), or None."""
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: hold nothing of the parent's."""
+
+
+# Headroom for judging a call made near the recursion limit: the rules run inside the
+# callback, a few frames above the user's call, and must not turn it into a RecursionError.
+_HEADROOM = 200
+
+
+class _Headroom:
+    """Raises the recursion limit while calls are judged; the last one out restores it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.saved = 0
+
+    def __enter__(self) -> None:
+        with self.lock:
+            if self.users == 0:
+                self.saved = sys.getrecursionlimit()
+                sys.setrecursionlimit(self.saved + _HEADROOM)
+            self.users += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self.lock:
+            self.users -= 1
+            if self.users == 0 and sys.getrecursionlimit() == self.saved + _HEADROOM:
+                # Still deeper than the old limit: keep the new one.
+                with contextlib.suppress(RecursionError):
+                    sys.setrecursionlimit(self.saved)
+
+
+_headroom = _Headroom()
+
+
+def _references_of_a_local() -> int:
+    # What sys.getrefcount says of an object only a local variable holds (it varies with
+    # the version: 3.14 passes some locals without a new reference).
+    probe = WarpCall.__new__(WarpCall)
+    return sys.getrefcount(probe)
+
+
+_UNSHARED = _references_of_a_local()
 
 
 def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> None:
-    """Report a watched call, about to run in `frame`, to `tracers`.
+    """Report a watched call, about to run in `frame`, to the running `tracers` of this
+    thread that watch its kind of operation.
 
-    Every started tracer sees the call, even when one of them raises; the first exception
-    is then raised at the call, before the callee runs (that is how a strict guard refuses
-    a call). The frames are dropped from the `WarpCall` afterwards: they move on.
+    Every such tracer sees the call, even when one of them raises; the first exception is
+    then raised at the call, before the callee runs (that is how a strict guard refuses a
+    call). A `WarpCall` that an ``on_call`` kept is read in full before the frames move on.
     """
-    call = WarpCall(entry, frame)
-    error: BaseException | None = None
-    for tracer in tracers:
-        if tracer._thread is not None:  # started (a stopped one may linger in a context)
+    thread = threading.get_ident()
+    live = [t for t in tracers if t._thread == thread and entry.op in t.ops]
+    if not live:
+        return
+    with _headroom:
+        call = WarpCall(entry, frame)
+        error: BaseException | None = None
+        for tracer in live:
             try:
                 tracer.on_call(call)
             except BaseException as exc:
                 error = error or exc
-    call._frame = None
+        if sys.getrefcount(call) > _UNSHARED:  # an on_call kept it
+            call.complete()
+        call.release()
     if error is not None:
         __tracebackhide__ = True  # read by pytest
         raise error.with_traceback(None) if isinstance(error, CallRefused) else error
@@ -85,21 +145,34 @@ _core = _choose_core()
 #: The name of the backend this interpreter uses: ``"sys.monitoring"`` or ``"sys.setprofile"``.
 BACKEND: str = _core.name
 
+_started: weakref.WeakSet[Tracer] = weakref.WeakSet()
+
 
 class Tracer:
     """Calls ``on_call(call)`` with a `WarpCall` for every watched Warp call made in the
     thread and context that started it, violation or not.
 
-    Use it as a context manager, or call `start` and `stop` (in the same thread). An
-    exception raised by ``on_call`` is raised at the Warp call, before the callee runs.
-    A tracer can be started again after it stopped.
+    Use it as a context manager, or call `start` and `stop`. It can be stopped from any
+    thread, and started again after it stopped. An exception raised by ``on_call`` is
+    raised at the Warp call, before the callee runs.
+
+    `entries` narrows what is watched (every registry entry by default).
     """
 
-    def __init__(self, on_call: Callable[[WarpCall], object]) -> None:
+    def __init__(
+        self, on_call: Callable[[WarpCall], object], *, entries: Iterable[Entry] | None = None
+    ) -> None:
         if not callable(on_call):
             raise TypeError(f"Tracer(on_call): on_call must be callable, got {on_call!r}")
         self.on_call = on_call
-        self._thread: int | None = None
+        self.entries: tuple[Entry, ...] = tuple(installed() if entries is None else entries)
+        self.ops = frozenset(entry.op for entry in self.entries)
+        #: Why the tracer may have missed calls, found when it stopped (its hook replaced
+        #: or removed by another tool), or None.
+        self.blind: str | None = None
+        self._thread: int | None = None  # set last on start: from then on calls are seen
+        self._claim = threading.Lock()  # held from start to stop: one start at a time
+        self._attached = False
 
     @property
     def active(self) -> bool:
@@ -108,22 +181,37 @@ class Tracer:
 
     def start(self) -> Tracer:
         """Start reporting calls made in this thread and context."""
-        if self._thread is not None:
-            raise RuntimeError("this Tracer is already started")
-        _core.attach()
-        self._thread = threading.get_ident()
-        _active.set((*_active.get(), self))
+        claimed: list[bool] = []
+        critical.protected(lambda: self._start(claimed), lambda: self._stop() if claimed else None)
         return self
 
     def stop(self) -> None:
-        """Stop reporting; the core is disarmed when no tracer is left."""
-        if self._thread is None:
-            return
-        if self._thread != threading.get_ident():
-            raise RuntimeError("a Tracer must be stopped in the thread that started it")
-        self._thread = None
-        _active.set(tuple(t for t in _active.get() if t is not self))
-        _core.detach()
+        """Stop reporting (from any thread); the core disarms when no tracer is left."""
+        critical.protected(self._stop)
+
+    def _start(self, claimed: list[bool]) -> None:
+        if not self._claim.acquire(blocking=False):
+            raise RuntimeError(f"this Tracer is already started (by thread {self._thread})")
+        claimed.append(True)
+        self.blind = None
+        _core.attach(self)
+        self._attached = True
+        _started.add(self)
+        _active.set((*(t for t in _active.get() if t._thread is not None), self))
+        self._thread = threading.get_ident()
+
+    def _stop(self) -> None:
+        # Idempotent: also undoes a start cut short at any step.
+        thread, self._thread = self._thread, None
+        current = _active.get()
+        if self in current:
+            _active.set(tuple(t for t in current if t is not self))
+        if self._attached:
+            self._attached = False
+            self.blind = _core.detach(self, thread if thread is not None else threading.get_ident())
+        _started.discard(self)
+        if self._claim.locked():
+            self._claim.release()
 
     def __enter__(self) -> Tracer:
         return self.start()
@@ -134,3 +222,19 @@ class Tracer:
     def __repr__(self) -> str:
         state = "active" if self.active else "stopped"
         return f"<Tracer {BACKEND} {state} on_call={self.on_call!r}>"
+
+
+def _reset_after_fork() -> None:
+    # The child has one thread, the one that forked: whatever the parent's tracers were
+    # doing, in this process they are over.
+    critical.reset_after_fork()
+    for tracer in list(_started):
+        tracer._thread = None
+        tracer._attached = False
+        if tracer._claim.locked():
+            tracer._claim.release()
+    _started.clear()
+    _core.reset_after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

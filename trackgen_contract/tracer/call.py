@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import types
 from collections.abc import Callable, Mapping
-from types import FrameType
+from types import CodeType, FrameType
 
-from .. import callsite, hotpaths
+from .. import callsite, diagnostics, hotpaths
 from ..registry import Entry, installed
 from ..sites import Site, in_warp, is_internal
 
@@ -17,15 +17,22 @@ _UNREAD = object()
 #: What both cores call for each watched call: ``dispatch(tracers, entry, frame)``.
 Dispatch = Callable[[tuple, Entry, FrameType], None]
 
+# The fields `complete` reads, so that a call kept by an on_call stays readable.
+_FIELDS = ("args", "explicit", "site", "caller", "caller_code", "direct", "in_hot_path", "thread")
+
 
 class WarpCall:
     """A watched Warp call, seen before it runs.
 
     Reading a call's arguments or walking its stack costs time (on Python 3.12, reading a
     frame's locals costs microseconds), so every field below but `api` and `op` is read
-    from the live frames on first access and kept. The frames are live only while the
-    tracer's ``on_call`` runs: a field first read after that raises `RuntimeError`. Read
-    what you need inside ``on_call``; what was read stays readable afterwards.
+    from the live frames on first access and kept. A call that an ``on_call`` keeps (in
+    a list, say) is read in full when ``on_call`` returns, so all of it stays readable
+    afterwards; a call nobody keeps costs only what was read.
+
+    Reading a call never runs the user's code and never raises this package's own error:
+    what cannot be analysed falls back on what the callee's frame binds, with a
+    `TrackgenContractWarning` naming the call.
     """
 
     # `explicit`, read at every launch and copy, has a slot of its own; the other fields go
@@ -47,6 +54,7 @@ class WarpCall:
         explicit: frozenset[str] | None = None,
         site: Site | None = None,
         caller: Site | None = None,
+        caller_code: CodeType | None = None,
         via: str | None = None,
         within: tuple[str, ...] = (),
         direct: bool = True,
@@ -63,6 +71,7 @@ class WarpCall:
         call._values = dict(
             args=types.MappingProxyType(dict(args or {})),
             caller=caller or site,
+            caller_code=caller_code,
             walk=(site, via or api, tuple(within)),
             direct=direct,
             in_hot_path=in_hot_path,
@@ -85,22 +94,45 @@ class WarpCall:
         """Whether the call has not started yet (``on_call`` is running)."""
         return self._frame is not None
 
-    def _read(self, name: str, compute: Callable[[FrameType], object]) -> object:
+    def complete(self) -> None:
+        """Read every field now, while the frames are there (the tracer calls it for a
+        call an ``on_call`` kept)."""
+        for name in _FIELDS:
+            getattr(self, name)
+        self._walk()
+
+    def release(self) -> None:
+        """Let go of the frames: the call has started."""
+        self._frame = None
+
+    def _read(self, name: str, compute: Callable[[FrameType], object], fallback: object) -> object:
         values = self._values
         if values is None:
             values = self._values = {}
         value = values.get(name, _UNREAD)
         if value is not _UNREAD:
             return value
-        if self._frame is None:
+        frame = self._frame
+        if frame is None:
             raise _not_read(name)
-        value = values[name] = compute(self._frame)
+        try:
+            value = compute(frame)
+        except Exception as error:  # this package's own failure: never the user's problem
+            value = fallback(frame) if callable(fallback) else fallback
+            self._unanalysed(error)
+        values[name] = value
         return value
+
+    def _unanalysed(self, error: Exception) -> None:
+        frame = self._frame
+        caller = frame.f_back if frame is not None else None
+        site = _safe_site(caller)
+        diagnostics.unanalysed(self.api, site.filename, site.lineno, site.module, error)
 
     @property
     def args(self) -> Mapping[str, object]:
         """The callee's bound arguments, by parameter name (read-only)."""
-        return self._read("args", _bound_arguments)
+        return self._read("args", _bound_arguments, types.MappingProxyType({}))  # type: ignore[return-value]
 
     @property
     def explicit(self) -> frozenset[str] | None:
@@ -112,13 +144,28 @@ class WarpCall:
             frame = self._frame
             if frame is None:
                 raise _not_read("explicit")
-            value = self._explicit = callsite.explicit_arguments(frame, self.entry.parameters)
+            try:
+                value = callsite.explicit_arguments(frame, self.entry.parameters)
+            except Exception as error:
+                value = None
+                self._unanalysed(error)
+            self._explicit = value
         return value  # type: ignore[return-value]
+
+    def degrade(self, error: Exception) -> None:
+        """Judge the rest of this call on bound values only: reading its shape failed."""
+        self._explicit = None
+        self._unanalysed(error)
 
     @property
     def caller(self) -> Site:
         """The direct caller, Warp's own code included."""
-        return self._read("caller", self._caller)
+        return self._read("caller", self._caller, lambda f: _safe_site(f.f_back))  # type: ignore[return-value]
+
+    @property
+    def caller_code(self) -> CodeType | None:
+        """The code object of the direct caller (None when there is none)."""
+        return self._read("caller_code", lambda f: f.f_back and f.f_back.f_code, None)  # type: ignore[return-value]
 
     def _caller(self, frame: FrameType) -> Site:
         # The user's own code calling directly: the same site the walk finds, made once.
@@ -144,20 +191,24 @@ class WarpCall:
     @property
     def direct(self) -> bool:
         """Whether the caller is the user's code, not Warp's (or this package's)."""
-        return self._read("direct", lambda f: f.f_back is None or not is_internal(f.f_back))
+        return self._read(  # type: ignore[return-value]
+            "direct", lambda f: f.f_back is None or not is_internal(f.f_back), True
+        )
 
     @property
     def in_hot_path(self) -> bool:
         """Whether a function marked with `trackgen_contract.hot_path` is on the stack."""
-        return self._read("in_hot_path", lambda f: hotpaths.on_stack(f.f_back))
+        return self._read("in_hot_path", lambda f: hotpaths.on_stack(f.f_back), False)  # type: ignore[return-value]
 
     @property
     def thread(self) -> int:
         """`threading.get_ident()` of the calling thread."""
-        return self._read("thread", lambda f: threading.get_ident())
+        return self._read("thread", lambda f: threading.get_ident(), 0)  # type: ignore[return-value]
 
     def _walk(self) -> tuple[Site, str, tuple[str, ...]]:
-        return self._read("walk", self._walk_stack)  # type: ignore[return-value]
+        return self._read(  # type: ignore[return-value]
+            "walk", self._walk_stack, lambda f: (_safe_site(f.f_back), self.entry.api, ())
+        )
 
     def _walk_stack(self, frame: FrameType) -> tuple[Site, str, tuple[str, ...]]:
         # One pass from the caller down to the first frame of the user's: the watched calls
@@ -169,8 +220,9 @@ class WarpCall:
         while current is not None and is_internal(current):
             code = current.f_code
             entry = registry.entry(code)
-            if entry is not None:
-                within.append(entry.api)
+            served = entry.api if entry is not None else registry.served_api(code)
+            if served is not None:
+                within.append(served)
             if in_warp(current):
                 outermost = current
             current = current.f_back
@@ -179,7 +231,7 @@ class WarpCall:
         else:
             code = outermost.f_code
             entry = registry.entry(code)
-            module = str(outermost.f_globals.get("__name__", ""))
+            module = str(dict.get(outermost.f_globals, "__name__", ""))
             via = entry.api if entry else registry.public_name(code, module)
         return Site.of(current), via, tuple(reversed(within))
 
@@ -194,9 +246,16 @@ class WarpCall:
 
 def _not_read(name: str) -> RuntimeError:
     return RuntimeError(
-        f"WarpCall.{name} was not read while the call was live; read it inside on_call "
-        "(what is read there stays readable)"
+        f"WarpCall.{name} was not read while the call was live, and the call was not kept "
+        "by on_call; read it inside on_call, or keep the call"
     )
+
+
+def _safe_site(frame: FrameType | None) -> Site:
+    try:
+        return Site.of(frame)
+    except Exception:
+        return Site.of(None)
 
 
 def _bound_arguments(frame: FrameType) -> Mapping[str, object]:

@@ -1,13 +1,21 @@
 """The ``sys.setprofile`` core (Python 3.11, which has no ``sys.monitoring``).
 
-A profile function sees every Python call of its thread, so it is installed in the thread
-that starts a tracer only, and the profile function that was there before (a Python
-function, or cProfile's C hook) is put back when that thread's last tracer stops.
+A profile function sees every Python call of its thread, so one is installed in each
+thread that starts a tracer, and the profile function that was there before (a Python
+function, or cProfile's C hook) is put back when that thread's last tracer stops. The
+watched code objects are looked up in one shared dict that holds only what the running
+tracers need.
+
+A thread's hook can be taken down only by that thread. When its last tracer is stopped
+from another thread, the hook is marked closing and puts the previous profile function
+back itself at its next event.
 
 CPython removes a profile function that raises. A strict guard raises from it to refuse a
-call, so after such a raise the hook is gone until the next tracer starts or stops in that
-thread, which puts it back; calls made in between (after the code under test swallowed the
-violation) are not seen. The block still fails on exit with the violation it raised.
+call, so after such a raise the hook is gone until the next tracer starts in that thread;
+calls made in between (after the code under test swallowed the violation) are not seen,
+and the block still fails on exit with the violation it raised. A hook replaced or removed
+by anything else (``sys.setprofile(None)``, ``cProfile.Profile().enable()``) is reported
+when the tracer stops: its calls from then on were not seen.
 """
 
 from __future__ import annotations
@@ -18,8 +26,24 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from types import FrameType
 
-from ..registry import Entry, installed
+from ..registry import Entry
+from .arming import Books
 from .call import Dispatch
+
+Profile = Callable[[FrameType, str, object], None]
+
+
+class _Hook:
+    """One thread's profile function and what it replaced."""
+
+    __slots__ = ("closing", "previous", "profile", "raised", "users")
+
+    def __init__(self, previous: object) -> None:
+        self.previous = previous
+        self.users = 0
+        self.raised = False  # a refusal raised from it, so CPython removed it
+        self.closing: list[bool] = []  # non-empty: take the hook down at the next event
+        self.profile: Profile | None = None
 
 
 class ProfileCore:
@@ -30,53 +54,118 @@ class ProfileCore:
     def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
         self._active = active
         self._dispatch = dispatch
-        self._lock = threading.Lock()
-        self._entries: dict[int, Entry] | None = None  # by id(code), see Registry
-        self._threads: dict[int, list] = {}  # thread id -> [tracers, previous profile]
-        self._profile: Callable[[FrameType, str, object], None] | None = None
+        self._books = Books()
+        self._watched: dict[int, Entry] = {}  # id(code) -> entry: what the hooks look for
+        self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
 
-    def attach(self) -> None:
-        if self._profile is None:
-            self._entries = installed().by_id
-            self._profile = self._make_profile()
-        thread = threading.get_ident()
-        with self._lock:
-            record = self._threads.get(thread)
-            if record is None:
-                self._threads[thread] = [1, sys.getprofile()]
-            else:
-                record[0] += 1
-        sys.setprofile(self._profile)
+    def attach(self, tracer: object) -> None:
+        books = self._books
+        with books.lock:
+            books.add(tracer.entries)  # type: ignore[attr-defined]
+            self._sync()
+            thread = threading.get_ident()
+            hook = self._hooks.get(thread)
+            if hook is None or hook.closing:
+                hook = self._hooks[thread] = self._new_hook(hook)
+            hook.users += 1
+            hook.raised = False
+        sys.setprofile(hook.profile)  # also after a raise removed it
 
-    def _make_profile(self) -> Callable[[FrameType, str, object], None]:
+    def detach(self, tracer: object, thread: int) -> str | None:
+        books = self._books
+        with books.lock:
+            books.remove(tracer.entries)  # type: ignore[attr-defined]
+            self._sync()
+            hook = self._hooks.get(thread)
+            if hook is None:
+                return None
+            blind = self._blind(hook, thread)
+            hook.users -= 1
+            if hook.users > 0:
+                self._reinstall_after_raise(hook, thread)
+                return blind
+            del self._hooks[thread]
+        if thread == threading.get_ident():
+            if sys.getprofile() is hook.profile:
+                _restore(hook.previous)
+            # else: someone installed their own profiler since: leave it in place
+        else:
+            hook.closing.append(True)
+        return blind
+
+    def _reinstall_after_raise(self, hook: _Hook, thread: int) -> None:
+        # A refusal raised from the hook and CPython removed it: the tracers still running
+        # in this thread need it back (unless someone installed another profiler since).
+        if hook.raised and thread == threading.get_ident() and sys.getprofile() is None:
+            hook.raised = False
+            sys.setprofile(hook.profile)
+
+    def _sync(self) -> None:
+        # The hooks read this dict at every call: update it in place.
+        wanted = self._books.wanted()
+        for key in [k for k in self._watched if k not in wanted]:
+            del self._watched[key]
+        self._watched.update(wanted)
+
+    def _blind(self, hook: _Hook, thread: int) -> str | None:
+        if thread != threading.get_ident() or hook.raised:
+            return None
+        current = sys.getprofile()
+        if current is hook.profile:
+            return None
+        return f"the profile function was replaced by {_describe(current)}"
+
+    def _new_hook(self, old: _Hook | None) -> _Hook:
+        previous = sys.getprofile()
+        if old is not None and previous is old.profile:
+            previous = old.previous  # a closing hook of ours is not worth putting back
+        hook = _Hook(previous)
+        hook.profile = self._make_profile(hook)
+        return hook
+
+    def _make_profile(self, hook: _Hook) -> Profile:
         # Runs at every Python call, return and C call of the thread: a closure over
         # locals, with the cheapest test first.
-        entries, active, dispatch = self._entries, self._active.get, self._dispatch
+        watched, active, dispatch, closing = (
+            self._watched.get,
+            self._active.get,
+            self._dispatch,
+            hook.closing,
+        )
 
         def profile(frame: FrameType, event: str, arg: object) -> None:
             if event == "call":
-                entry = entries.get(id(frame.f_code))
+                entry = watched(id(frame.f_code))
                 if entry is not None:
                     tracers = active()
                     if tracers:
                         try:
                             dispatch(tracers, entry, frame)
                         except BaseException:
+                            hook.raised = True
                             __tracebackhide__ = True  # read by pytest
                             raise
+            elif closing:
+                _restore(hook.previous)
 
         return profile
 
-    def detach(self) -> None:
-        thread = threading.get_ident()
-        with self._lock:
-            record = self._threads[thread]
-            record[0] -= 1
-            if record[0]:
-                sys.setprofile(self._profile)  # in case a raise removed it
-                return
-            del self._threads[thread]
-        _restore(record[1])
+    def reset_after_fork(self) -> None:
+        hook = self._hooks.get(threading.get_ident())
+        self._books.reset()
+        self._watched.clear()
+        self._hooks.clear()
+        if hook is not None and sys.getprofile() is hook.profile:
+            _restore(hook.previous)
+
+
+def _describe(profile: object) -> str:
+    if profile is None:
+        return "nothing (sys.setprofile(None))"
+    kind = type(profile)
+    if getattr(profile, "__qualname__", None):
+        return f"{profile.__module__}.{profile.__qualname__}"  # type: ignore[attr-defined]
+    return f"a {kind.__module__}.{kind.__qualname__} object"
 
 
 def _restore(previous: object) -> None:

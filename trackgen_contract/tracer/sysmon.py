@@ -1,26 +1,27 @@
 """The ``sys.monitoring`` core (Python >= 3.12).
 
-Only *local* PY_START events are set, on the code objects of the watched Warp entry points:
-no global event, so code that is not watched runs exactly as fast as without a tracer, in
-every thread. The callback returns None (never DISABLE, which would switch a location off
-for every thread) and the tool never calls ``restart_events()``, which would re-enable
-other tools' disabled events.
+Only *local* PY_START events are set, on the code objects of the watched Warp entry points
+that the running tracers need: no global event, so code that is not watched runs exactly
+as fast as without a tracer, in every thread. The callback returns None (never DISABLE,
+which would switch a location off for every thread) and the tool never calls
+``restart_events()``, which would re-enable other tools' disabled events.
 
 The tool id is taken when the first tracer starts and given back, local events cleared
-first, when the last one stops. Ids 0 (debugger), 1 (coverage), 2 (profiler) and 5
-(optimizer) are left to the tools CPython reserves them for while another id is free, so
-coverage.py's sysmon core, cProfile and debuggers keep working beside a guard.
+first (``free_tool_id`` leaves them set on 3.12 and 3.13), when the last one stops. Ids 0
+(debugger), 1 (coverage), 2 (profiler) and 5 (optimizer) are left to the tools CPython
+reserves them for while another id is free, so coverage.py's sysmon core, cProfile and
+debuggers keep working beside a guard.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from types import CodeType
 
 from ..registry import Entry, installed
+from .arming import Books
 from .call import Dispatch
 
 _TOOL_NAME = "trackgen_contract"
@@ -28,39 +29,92 @@ _PREFERRED_IDS = (3, 4, 5, 2, 1, 0)
 
 
 class SysMonitoringCore:
-    """Arms local PY_START events on the watched code objects while any tracer runs."""
+    """Arms local PY_START events on the watched code objects the running tracers need."""
 
     name = "sys.monitoring"
 
     def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
         self._active = active
         self._dispatch = dispatch
-        self._lock = threading.Lock()
-        self._users = 0
+        self._books = Books()
         self._tool: int | None = None
-        self._entries: dict[int, Entry] = {}  # by id(code), see Registry
+        self._armed: dict[int, CodeType] = {}  # id(code) -> code with events set
+        self._callback: Callable[[CodeType, int], None] | None = None
 
     @property
     def tool_id(self) -> int | None:
         """The ``sys.monitoring`` tool id held while armed."""
         return self._tool
 
-    def attach(self) -> None:
-        with self._lock:
-            if self._users == 0:
-                self._arm()
-            self._users += 1
+    def attach(self, tracer: object) -> None:
+        books = self._books
+        with books.lock:
+            books.add(tracer.entries)  # type: ignore[attr-defined]
+            try:
+                self._sync()
+            except BaseException:
+                books.remove(tracer.entries)  # type: ignore[attr-defined]
+                self._sync()
+                raise
 
-    def detach(self) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                self._disarm()
+    def detach(self, tracer: object, thread: int) -> str | None:
+        books = self._books
+        with books.lock:
+            blind = self._blind(tracer.entries)  # type: ignore[attr-defined]
+            books.remove(tracer.entries)  # type: ignore[attr-defined]
+            self._sync()
+        return blind
 
-    def _callback(self, entries: dict[int, Entry]) -> Callable[[CodeType, int], None]:
+    def _sync(self) -> None:
+        books = self._books
+        if books.syncing:
+            return  # this thread is already syncing, further down: it will see the change
+        books.syncing = True
+        try:
+            while True:
+                wanted = books.wanted()
+                if wanted.keys() == self._armed.keys() and bool(wanted) == (self._tool is not None):
+                    return
+                self._apply(wanted)
+        finally:
+            books.syncing = False
+
+    def _apply(self, wanted: dict[int, Entry]) -> None:
+        monitoring = sys.monitoring
+        if wanted and self._tool is None:
+            self._tool = _claim_tool_id()
+            self._callback = self._callback or self._make_callback()
+            monitoring.register_callback(self._tool, monitoring.events.PY_START, self._callback)
+        tool = self._tool
+        for key in [k for k in self._armed if k not in wanted]:
+            monitoring.set_local_events(tool, self._armed.pop(key), 0)
+        for key, entry in wanted.items():
+            if key not in self._armed:
+                monitoring.set_local_events(tool, entry.code, monitoring.events.PY_START)
+                self._armed[key] = entry.code
+        if not wanted and tool is not None:
+            monitoring.register_callback(tool, monitoring.events.PY_START, None)
+            monitoring.free_tool_id(tool)
+            self._tool = None
+
+    def _blind(self, entries: tuple[Entry, ...]) -> str | None:
+        """Whether another tool took our id, callback or events while the tracer ran."""
+        monitoring, tool = sys.monitoring, self._tool
+        if tool is None or monitoring.get_tool(tool) != _TOOL_NAME:
+            return f"sys.monitoring tool id {tool} was freed or taken by another tool"
+        previous = monitoring.register_callback(tool, monitoring.events.PY_START, self._callback)
+        if previous is not self._callback:
+            return f"the PY_START callback of tool id {tool} was replaced by {previous!r}"
+        for entry in entries:
+            if not monitoring.get_local_events(tool, entry.code) & monitoring.events.PY_START:
+                return f"the events on {entry.api} were switched off by another tool"
+        return None
+
+    def _make_callback(self) -> Callable[[CodeType, int], None]:
         # Runs at every start of a watched function, in every thread: a closure over
         # locals, with the cheap context check first.
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
+        entries = installed().by_id
 
         def on_start(code: CodeType, offset: int) -> None:
             tracers = active()
@@ -74,24 +128,18 @@ class SysMonitoringCore:
 
         return on_start
 
-    def _arm(self) -> None:
-        entries = installed().by_id  # may raise RegistryError: nothing is held yet
+    def reset_after_fork(self) -> None:
+        # The child inherited the parent's tool id and events: give them back.
+        self._books.reset()
         monitoring = sys.monitoring
-        tool = _claim_tool_id()
-        try:
-            callback = self._callback(entries)
-            monitoring.register_callback(tool, monitoring.events.PY_START, callback)
-            for entry in entries.values():
-                monitoring.set_local_events(tool, entry.code, monitoring.events.PY_START)
-        except BaseException:
-            _release(tool, entries)
-            raise
-        self._tool, self._entries = tool, entries
-
-    def _disarm(self) -> None:
-        tool, self._tool = self._tool, None
-        if tool is not None:
-            _release(tool, self._entries)
+        for tool in range(6):
+            if monitoring.get_tool(tool) == _TOOL_NAME:
+                for entry in installed():
+                    monitoring.set_local_events(tool, entry.code, 0)
+                monitoring.register_callback(tool, monitoring.events.PY_START, None)
+                monitoring.free_tool_id(tool)
+        self._armed.clear()
+        self._tool = None
 
 
 def _claim_tool_id() -> int:
@@ -108,11 +156,3 @@ def _claim_tool_id() -> int:
         f"no sys.monitoring tool id is free for {_TOOL_NAME} (held: {holders}); "
         "stop a debugger, profiler or coverage tool to use a guard"
     )
-
-
-def _release(tool: int, entries: dict[int, Entry]) -> None:
-    monitoring = sys.monitoring
-    for entry in entries.values():
-        monitoring.set_local_events(tool, entry.code, 0)
-    monitoring.register_callback(tool, monitoring.events.PY_START, None)
-    monitoring.free_tool_id(tool)
