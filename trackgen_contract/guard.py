@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable
 
 from .rules import (
@@ -18,6 +19,7 @@ from .rules import (
     make_policy,
 )
 from .tracer import CallRefused, Tracer, WarpCall
+from .tracer.critical import protected
 
 __all__ = [
     "HotPathGuard",
@@ -33,6 +35,44 @@ DEBUG_SYNC_ENV = "TRACKGEN_DEBUG_SYNC"
 
 class HotPathViolation(AssertionError, CallRefused):
     """A guarded hot path broke the contract."""
+
+
+class _DebugSyncEnv:
+    """``TRACKGEN_DEBUG_SYNC`` is out of the environment while any host-sync guard is
+    active, in any thread, and comes back when the last one exits."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.guards = 0
+        self.saved: str | None = None
+        self.generation = 0  # a forked child starts a new one: its parent's guards are gone
+
+    def hide(self) -> int:
+        with self.lock:
+            if self.guards == 0:
+                self.saved = os.environ.pop(DEBUG_SYNC_ENV, None)
+            self.guards += 1
+            return self.generation
+
+    def restore(self, generation: int) -> None:
+        with self.lock:
+            if generation != self.generation or self.guards == 0:
+                return
+            self.guards -= 1
+            if self.guards == 0 and self.saved is not None:
+                os.environ[DEBUG_SYNC_ENV] = self.saved
+                self.saved = None
+
+    def reset_after_fork(self) -> None:
+        self.lock = threading.Lock()
+        if self.guards and self.saved is not None:
+            os.environ[DEBUG_SYNC_ENV] = self.saved
+        self.guards, self.saved = 0, None
+        self.generation += 1
+
+
+_debug_sync = _DebugSyncEnv()
+os.register_at_fork(after_in_child=_debug_sync.reset_after_fork)
 
 
 def _words(category: str) -> str:
@@ -105,8 +145,12 @@ class HotPathGuard:
         self.allowed: list[Key] = []
         #: The keys of the sanctioned host syncs let through, in call order.
         self.sanctioned: list[Key] = []
+        #: Why the guard may have missed calls in its last block (its hook was replaced or
+        #: removed by another tool), or None. A blind guard is not `ok`.
+        self.blind: str | None = None
         self._tracer: Tracer | None = None
-        self._saved_env: str | None = None
+        self._claim = threading.Lock()  # held while active: one entry at a time
+        self._hidden_env: int | None = None  # the generation of the env var it hid
 
     @property
     def checks(self) -> frozenset[str]:
@@ -129,26 +173,36 @@ class HotPathGuard:
         return self._tracer is not None
 
     def __enter__(self) -> HotPathGuard:
-        if self._tracer is not None:
-            raise RuntimeError("this HotPathGuard is already active")
-        self.violations, self.allowed, self.sanctioned = [], [], []
-        tracer = Tracer(self._on_call)
-        tracer.start()  # raises before anything else changes when no tracer can run
-        self._tracer = tracer
-        if "host_sync" in self.checks:
-            self._saved_env = os.environ.pop(DEBUG_SYNC_ENV, None)
+        entered: list[bool] = []
+        protected(lambda: self._enter(entered), lambda: self._leave() if entered else None)
         return self
 
-    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
+    def _enter(self, entered: list[bool]) -> None:
+        if not self._claim.acquire(blocking=False):
+            raise RuntimeError("this HotPathGuard is already active")
+        entered.append(True)
+        self.violations, self.allowed, self.sanctioned = [], [], []
+        self.blind = None
+        self._tracer = Tracer(self._on_call, entries=self._policy.entries)
+        self._tracer.start()  # raises before anything is armed when no tracer can run
+        if "host_sync" in self.checks:
+            self._hidden_env = _debug_sync.hide()
+
+    def _leave(self) -> None:
+        # Idempotent, from any thread: also undoes an entry cut short at any step.
         tracer, self._tracer = self._tracer, None
-        try:
-            if tracer is not None:
-                tracer.stop()
-        finally:
-            if self._saved_env is not None:
-                os.environ[DEBUG_SYNC_ENV] = self._saved_env
-                self._saved_env = None
-        if self.strict and exc_type is None and self.violations:
+        if tracer is not None:
+            tracer.stop()
+            self.blind = self.blind or tracer.blind
+        generation, self._hidden_env = self._hidden_env, None
+        if generation is not None:
+            _debug_sync.restore(generation)
+        if self._claim.locked():
+            self._claim.release()
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
+        protected(self._leave)
+        if self.strict and exc_type is None and not self.ok:
             raise HotPathViolation(self.report())
 
     def _on_call(self, call: WarpCall) -> None:
@@ -174,8 +228,8 @@ class HotPathGuard:
 
     @property
     def ok(self) -> bool:
-        """No breach was recorded."""
-        return not self.violations
+        """No breach was recorded, and the guard saw every call."""
+        return not self.violations and self.blind is None
 
     def of(self, category: str) -> list[Violation]:
         """The recorded breaches of one category."""
@@ -190,12 +244,17 @@ class HotPathGuard:
         return [v.array for v in self.violations if hasattr(v.array, "shape")]
 
     def report(self) -> str:
-        """Every recorded breach, grouped by category, one per line."""
-        return format_report(self.violations)
+        """Every recorded breach, grouped by category, one per line; and, for a blind
+        guard, why its record is incomplete."""
+        report = format_report(self.violations)
+        if self.blind is None:
+            return report
+        return f"{report}\nthe guard did not see every call in its block: {self.blind}"
 
     def raise_for_violations(self) -> None:
-        """Raise `HotPathViolation` with the report if any breach was recorded."""
-        if self.violations:
+        """Raise `HotPathViolation` with the report if any breach was recorded (or the
+        guard was blind)."""
+        if not self.ok:
             raise HotPathViolation(self.report())
 
     def __repr__(self) -> str:

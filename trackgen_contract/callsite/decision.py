@@ -96,7 +96,7 @@ def _callable_binding(site: CallSite, code: CodeType, frame: FrameType) -> Bound
         bound = _inline_partial(func.shape, code, frame)
     else:
         bound = binding(readback.resolve(func, frame), code)
-    if site.direct and bound is not PLAIN and (bound is None or bound.names or bound.positional > 1):
+    if site.direct and bound is not PLAIN and (bound is None or bound != PLAIN.then(1)):
         return None  # a Python-to-Python call is a function or a bound method: it changed
     return bound
 

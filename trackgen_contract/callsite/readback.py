@@ -29,7 +29,9 @@ def _frame_locals_type() -> type:
 
 _FRAME_LOCALS = _frame_locals_type()
 
-_object_getattribute = object.__getattribute__
+# The __getattribute__ implementations that find attributes the generic way (type, then
+# instance dict): anything else is code that may answer differently.
+_GENERIC_GETATTRIBUTE = (object.__getattribute__, types.SimpleNamespace.__getattribute__)
 _type_getattribute = type.__getattribute__
 _module_getattribute = types.ModuleType.__getattribute__
 _type_mro = type.__dict__["__mro__"].__get__
@@ -82,7 +84,7 @@ def _bind(value: object, obj: object, cls: type) -> object:
 
 def _instance_attribute(obj: object, name: str) -> object:
     cls = type(obj)
-    if class_lookup(cls, "__getattribute__") is not _object_getattribute:
+    if class_lookup(cls, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
         raise Unresolved(f"{cls.__name__} has its own __getattribute__")
     value = class_lookup(cls, name)
     if value is not _MISSING and _is_data_descriptor(value):
@@ -205,10 +207,7 @@ def resolve(value: object, frame: FrameType) -> object:
         raise Unresolved(repr(value))
     obj = _name(value, frame)  # type: ignore[arg-type]
     for step, key in value.steps:  # type: ignore[attr-defined]
-        if step == "attr":
-            obj = attribute(obj, key)
-        else:
-            obj = item(obj, resolve(key, frame))
+        obj = attribute(obj, key) if step == "attr" else item(obj, resolve(key, frame))
     return obj
 
 
@@ -230,4 +229,3 @@ def mapping_keys(value: object, frame: FrameType) -> frozenset[str]:
     if not all(type(k) is str for k in keys):
         raise Unresolved("**kwargs with keys that are not strings")
     return frozenset(keys)
-
