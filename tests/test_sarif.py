@@ -115,3 +115,31 @@ def test_clean(a):
     location = accepted["locations"][0]["physicalLocation"]
     assert location["artifactLocation"] == {"uri": "test_hot.py", "uriBaseId": "%SRCROOT%"}
     assert accepted["suppressions"][0]["kind"] == "inSource"
+
+
+def test_pytest_plugin_sarif_across_xdist_workers(pytester, monkeypatch):
+    # Each worker's tests reach the controller, which alone writes the log.
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    pytester.makepyfile(
+        test_x="""
+import pytest
+import warp as wp
+from acme import gen
+
+@pytest.mark.parametrize("i", range(4))
+@pytest.mark.hot_path(strict=False)
+def test_dirty(i):
+    gen.allocate(2)
+    n = i  # trackgen_contract: allow capture
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "--hot-path-sarif", "r.sarif"
+    )
+    result.assert_outcomes(failed=4)
+    run = valid(pytester.path / "r.sarif")["runs"][0]
+    [breach] = run["results"]
+    assert breach["properties"]["calls"] == 4
+    assert len(breach["properties"]["tests"]) == 4
+    # the test module was imported by the workers only: its pragmas still reach the report
+    result.stdout.fnmatch_lines(["*unused pragma at test_x.py:9: allow capture*"])
