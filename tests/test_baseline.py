@@ -22,6 +22,20 @@ for _ in range(2):
 """
 
 
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """The baseline of the unchanged program, written once: no line numbers and no
+    directory in it, so every test's copy of the program matches it."""
+    tmp_path = tmp_path_factory.mktemp("written")
+    status, _, err = run_with(tmp_path, "", "--write-baseline", "b.json")
+    return status, err, (tmp_path / "b.json").read_text(), tmp_path
+
+
+@pytest.fixture
+def baseline(tmp_path, written):
+    (tmp_path / "b.json").write_text(written[2])
+
+
 def run_with(tmp_path, extra="", *options, above=""):
     path = program(tmp_path, above + PRELUDE + BODY.format(extra=extra))
     (tmp_path / ".git").mkdir(exist_ok=True)  # the project root
@@ -29,11 +43,10 @@ def run_with(tmp_path, extra="", *options, above=""):
                  cwd=tmp_path)  # fmt: skip
 
 
-def test_written_baseline_is_sorted_stable_and_has_no_line_numbers(tmp_path):
-    status, _, err = run_with(tmp_path, "", "--write-baseline", "b.json")
+def test_written_baseline_is_sorted_stable_and_has_no_line_numbers(written):
+    status, err, text, tmp_path = written
     assert status == CLEAN, err
     assert "wrote 2 baseline entries to b.json" in err
-    text = (tmp_path / "b.json").read_text()
     document = json.loads(text)
     assert document["format"] == "trackgen_contract baseline" and document["version"] == 1
     entries = document["entries"]
@@ -49,8 +62,7 @@ def test_written_baseline_is_sorted_stable_and_has_no_line_numbers(tmp_path):
     assert (tmp_path / "b.json").read_text() == text  # the same run writes the same file
 
 
-def test_the_same_run_with_its_baseline_is_clean(tmp_path):
-    run_with(tmp_path, "", "--write-baseline", "b.json")
+def test_the_same_run_with_its_baseline_is_clean(tmp_path, baseline):
     status, _, err = run_with(tmp_path, "", "--baseline", "b.json")
     assert status == CLEAN, err
     assert "baseline b.json: accepted 6 breaching calls at 3 sites; 0 new sites" in err
@@ -59,8 +71,7 @@ def test_the_same_run_with_its_baseline_is_clean(tmp_path):
     assert {r["allowed_by"] for r in document["let_through"]} == {"baseline"}
 
 
-def test_a_new_breach_fails_and_is_the_only_one_reported(tmp_path):
-    run_with(tmp_path, "", "--write-baseline", "b.json")
+def test_a_new_breach_fails_and_is_the_only_one_reported(tmp_path, baseline):
     status, _, err = run_with(tmp_path, "    gen.sync()", "--baseline", "b.json")
     assert status == BREACHES, err
     document = load(tmp_path / "r.json")
@@ -70,18 +81,16 @@ def test_a_new_breach_fails_and_is_the_only_one_reported(tmp_path):
     assert "1 new site" in err
 
 
-def test_a_third_identical_line_is_new(tmp_path):
-    run_with(tmp_path, "", "--write-baseline", "b.json")
+def test_a_third_identical_line_is_new(tmp_path, baseline):
     status, _, err = run_with(tmp_path, "    a.numpy()", "--baseline", "b.json")
     assert status == BREACHES, err
     # nothing tells which of the three was added: all three are shown
     assert [b["site"]["lineno"] for b in load(tmp_path / "r.json")["breaches"]] == [11, 13, 14]
 
 
-def test_a_fixed_breach_is_reported_with_the_hint_to_rewrite(tmp_path):
-    run_with(tmp_path, "", "--write-baseline", "b.json")
-    path = tmp_path / "prog.py"
-    path.write_text(path.read_text().replace("    gen.launch_without_stream(a)\n", "    pass\n"))
+def test_a_fixed_breach_is_reported_with_the_hint_to_rewrite(tmp_path, baseline):
+    fixed_body = BODY.replace("    gen.launch_without_stream(a)\n", "    pass\n")
+    path = program(tmp_path, PRELUDE + fixed_body.format(extra=""))
     status, _, err = trace("--hot", "__main__:step", "--baseline", "b.json", "--json", "r.json",
                            path, cwd=tmp_path)  # fmt: skip
     assert status == CLEAN, err
@@ -90,16 +99,14 @@ def test_a_fixed_breach_is_reported_with_the_hint_to_rewrite(tmp_path):
     assert (fixed["category"], fixed["lines"]) == ("stream", 1)
 
 
-def test_lines_inserted_above_keep_the_baseline_matched(tmp_path):
-    run_with(tmp_path, "", "--write-baseline", "b.json")
+def test_lines_inserted_above_keep_the_baseline_matched(tmp_path, baseline):
     status, _, err = run_with(tmp_path, "", "--baseline", "b.json", above="# one\n# two\n")
     assert status == CLEAN, err
     sites = [r["site"]["lineno"] for r in load(tmp_path / "r.json")["let_through"]]
     assert 13 in sites  # moved from 11, still matched
 
 
-def test_strict_runs_past_a_baselined_breach(tmp_path):
-    run_with(tmp_path, "", "--write-baseline", "b.json")
+def test_strict_runs_past_a_baselined_breach(tmp_path, baseline):
     assert run_with(tmp_path, "", "--baseline", "b.json", "--strict")[0] == CLEAN
     status, _, err = run_with(tmp_path, "    gen.sync()", "--baseline", "b.json", "--strict")
     assert status == BREACHES
