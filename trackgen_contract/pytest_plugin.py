@@ -277,7 +277,9 @@ def _trim(item: pytest.Item, report: pytest.TestReport, excinfo: pytest.Exceptio
     )
 
 
-def _user_entries(item: pytest.Item, excinfo: pytest.ExceptionInfo, style: str) -> pytest.Traceback:  # type: ignore[name-defined]
+def _user_entries(item: pytest.Item, excinfo: pytest.ExceptionInfo, style: str) -> object:
+    """The traceback from the test function on, less Warp's frames and this package's
+    (pytest's `Traceback`); empty when the breach was raised after the test returned."""
     traceback = excinfo.traceback
     function = getattr(item, "function", None)
     code = getattr(function, "__code__", None)

@@ -416,7 +416,7 @@ def _outcome(status: int | None, findings: Findings) -> Outcome:
     if findings.breaches:
         return Outcome(BREACHES, status, "breaches found in a program that otherwise succeeded")
     if findings.unchecked:
-        return Outcome(NOTHING_CHECKED, status, "nothing was checked (see above)")
+        return Outcome(NOTHING_CHECKED, status, "nothing was checked")
     return Outcome(CLEAN, status, "clean: no breach in what was checked")
 
 
