@@ -17,10 +17,11 @@ the call itself, and `direct` is None: the two cannot be told apart from the off
 from __future__ import annotations
 
 import dis
+import heapq
 from types import CodeType
 
 from . import model
-from .values import UNKNOWN, CallShape
+from .values import UNKNOWN, CallShape, join
 
 _JUMPS = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 _CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION_EX"})
@@ -57,7 +58,7 @@ def _join(old: Entry | None, new: Entry) -> Entry:
     if len(a) != len(b):  # not valid bytecode for CPython; stay safe all the same
         depth = max(len(a), len(b))
         return (UNKNOWN,) * depth, None
-    stack = tuple(x if x == y else UNKNOWN for x, y in zip(a, b, strict=True))
+    stack = tuple(join(x, y) for x, y in zip(a, b, strict=True))
     return stack, names_a if names_a == names_b else None
 
 
@@ -83,9 +84,14 @@ def _fixpoint(code: CodeType, instructions: list[dis.Instruction]) -> dict[int, 
     """The stack on entry to each reachable instruction, by offset."""
     index = {ins.offset: i for i, ins in enumerate(instructions)}
     entries: dict[int, Entry] = {instructions[0].offset: ((), None), **_handler_entries(code)}
+    # Lowest offset first: in structured code every path into a merge point is usually
+    # there before it is visited, so few values are joined with a partial state.
     work = list(entries)
+    heapq.heapify(work)
+    queued = set(work)
     while work:
-        offset = work.pop()
+        offset = heapq.heappop(work)
+        queued.discard(offset)
         i = index[offset]
         ins = instructions[i]
         following = instructions[i + 1].offset if i + 1 < len(instructions) else None
@@ -98,7 +104,9 @@ def _fixpoint(code: CodeType, instructions: list[dis.Instruction]) -> dict[int, 
             joined = _join(entries.get(target), new)
             if joined != entries.get(target) and target in index:
                 entries[target] = joined
-                work.append(target)
+                if target not in queued:
+                    queued.add(target)
+                    heapq.heappush(work, target)
     return entries
 
 

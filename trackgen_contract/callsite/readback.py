@@ -151,7 +151,8 @@ def _dict_item(mapping: dict, key: object) -> object:
     kind = type(key)
     try:
         for stored, value in dict.items(mapping):
-            if stored is key or (type(stored) is kind and stored == key):
+            # The stored key must be plain too: a tuple's == compares its items.
+            if stored is key or (type(stored) is kind and _plain_key(stored) and stored == key):
                 return value
     except RuntimeError:  # changed size during iteration: another thread wrote to it
         raise Unresolved("a dict being changed") from None

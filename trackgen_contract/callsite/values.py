@@ -115,3 +115,37 @@ class Result:
     """The value a call returned (a callable made inline: ``partial(f, ...)(...)``)."""
 
     shape: CallShape
+
+
+def join(a: object, b: object) -> object:
+    """What two paths agree on about one value: equal parts stay, the rest is UNKNOWN.
+
+    Structural, so a list whose one item differs keeps its length and its other items:
+    ``[k, 8, a]`` and ``[k, 8, UNKNOWN]`` join to ``[k, 8, UNKNOWN]``."""
+    if a == b:
+        return a
+    kind = type(a)
+    if kind is not type(b):
+        return UNKNOWN
+    if kind in (Args, Kwargs) and len(a.items) == len(b.items):  # type: ignore[attr-defined]
+        items = tuple(_join_item(x, y) for x, y in zip(a.items, b.items, strict=True))  # type: ignore[attr-defined]
+        return UNKNOWN if any(i is _CONFLICT for i in items) else kind(items)
+    if kind is Star:
+        return Star(join(a.value, b.value))  # type: ignore[attr-defined]
+    if kind is Method and a.name == b.name:  # type: ignore[attr-defined]
+        return Method(join(a.receiver, b.receiver), a.name)  # type: ignore[attr-defined]
+    if kind is Result:
+        sa, sb = a.shape, b.shape  # type: ignore[attr-defined]
+        return Result(
+            CallShape(join(sa.func, sb.func), join(sa.args, sb.args), join(sa.kwargs, sb.kwargs))
+        )
+    return UNKNOWN
+
+
+_CONFLICT = Token("CONFLICT")  # two keyword names that differ: the dict itself is unknown
+
+
+def _join_item(x: object, y: object) -> object:
+    if type(x) is str or type(y) is str:  # a keyword name: equal or nothing
+        return x if x == y else _CONFLICT
+    return join(x, y)
