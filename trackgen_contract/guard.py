@@ -15,6 +15,7 @@ from .rules import (
     Finding,
     Key,
     Violation,
+    clean_under_every_policy,
     judge,
     make_policy,
 )
@@ -183,7 +184,7 @@ class HotPathGuard:
         entered.append(True)
         self.violations, self.allowed, self.sanctioned = [], [], []
         self.blind = None
-        self._tracer = Tracer(self._on_call, entries=self._policy.entries)
+        self._tracer = Tracer(self._on_call, entries=self._policy.entries, every_call=False)
         self._tracer.start()  # raises before anything is armed when no tracer can run
         if "host_sync" in self.checks:
             self._hidden_env = _debug_sync.hide()
@@ -206,7 +207,10 @@ class HotPathGuard:
             raise HotPathViolation(self.report())
 
     def _on_call(self, call: WarpCall) -> None:
-        for finding in judge(call, self._policy):
+        findings = judge(call, self._policy)
+        if not findings and clean_under_every_policy(call):
+            call.learn_clean()  # later calls at this site need no WarpCall at all
+        for finding in findings:
             self._record(finding)
 
     def _record(self, finding: Finding) -> None:

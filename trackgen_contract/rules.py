@@ -404,6 +404,16 @@ RULES: dict[str, Rule] = {
 }
 
 
+def clean_under_every_policy(call: WarpCall) -> bool:
+    """Whether no check of any policy can fire on `call`: a launch, or a copy on a runtime
+    without CUDA, whose caller passed ``stream=`` (read off its call instruction)."""
+    op = call.op
+    if op not in (LAUNCH, COPY) or (op == COPY and _several_devices()):
+        return False
+    explicit = call.explicit
+    return explicit is not None and call.entry.watch.stream in explicit
+
+
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
     """Every finding of the policy's checks on one call, in category order.
 

@@ -156,17 +156,24 @@ class Tracer:
     thread, and started again after it stopped. An exception raised by ``on_call`` is
     raised at the Warp call, before the callee runs.
 
-    `entries` narrows what is watched (every registry entry by default).
+    `entries` narrows what is watched (every registry entry by default). With
+    ``every_call=False`` the core may skip the calls at sites already found clean (see
+    `fastpath`): guards use it; a tracer that counts or records calls keeps the default.
     """
 
     def __init__(
-        self, on_call: Callable[[WarpCall], object], *, entries: Iterable[Entry] | None = None
+        self,
+        on_call: Callable[[WarpCall], object],
+        *,
+        entries: Iterable[Entry] | None = None,
+        every_call: bool = True,
     ) -> None:
         if not callable(on_call):
             raise TypeError(f"Tracer(on_call): on_call must be callable, got {on_call!r}")
         self.on_call = on_call
         self.entries: tuple[Entry, ...] = tuple(installed() if entries is None else entries)
         self.ops = frozenset(entry.op for entry in self.entries)
+        self.every_call = every_call
         #: Why the tracer may have missed calls, found when it stopped (its hook replaced
         #: or removed by another tool), or None.
         self.blind: str | None = None

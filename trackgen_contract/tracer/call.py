@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 
 from .. import callsite, diagnostics, hotpaths
+from . import fastpath
 from ..registry import Entry, installed
 from ..sites import Site, in_warp, is_internal
 
@@ -151,6 +152,19 @@ class WarpCall:
                 self._unanalysed(error)
             self._explicit = value
         return value  # type: ignore[return-value]
+
+    def learn_clean(self) -> None:
+        """Remember this call's site as clean (no check of any policy can fire on such a
+        call): the core answers later calls there without a `WarpCall`. Called by the
+        guard when the rules say so; a live call only."""
+        frame = self._frame
+        stream = self.entry.watch.stream
+        if frame is None or frame.f_back is None or stream is None:
+            return
+        try:
+            fastpath.learn(frame.f_back, frame.f_code, stream)
+        except Exception as error:  # a site not remembered is only slower
+            self._unanalysed(error)
 
     def degrade(self, error: Exception) -> None:
         """Judge the rest of this call on bound values only: reading its shape failed."""

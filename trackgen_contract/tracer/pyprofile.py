@@ -26,7 +26,9 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from types import FrameType
 
+from .. import codecache
 from ..registry import Entry
+from . import fastpath
 from .arming import Books
 from .call import Dispatch
 
@@ -56,6 +58,7 @@ class ProfileCore:
         self._dispatch = dispatch
         self._books = Books()
         self._watched: dict[int, Entry] = {}  # id(code) -> entry: what the hooks look for
+        self._names: set[str] = set()  # their code objects' names: a cheap first filter
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
 
     def attach(self, tracer: object) -> None:
@@ -106,6 +109,12 @@ class ProfileCore:
         for key in [k for k in self._watched if k not in wanted]:
             del self._watched[key]
         self._watched.update(wanted)
+        names = {entry.code.co_name for entry in wanted.values()}
+        self._names.intersection_update(names)
+        self._names.update(names)
+        if not wanted:
+            fastpath.forget()  # nothing watched: no cache is worth its memory
+            codecache.clear_all()
 
     def _blind(self, hook: _Hook, thread: int) -> str | None:
         if thread != threading.get_ident() or hook.raised:
@@ -126,34 +135,55 @@ class ProfileCore:
     def _make_profile(self, hook: _Hook) -> Profile:
         # Runs at every Python call, return and C call of the thread: a closure over
         # locals, with the cheapest test first.
-        watched, active, dispatch, closing = (
+        # The names of the watched functions filter first: a set test of an interned
+        # string costs less than the id() call and lookup it spares most calls.
+        names, watched, active, closing = (
+            self._names,
             self._watched.get,
             self._active.get,
-            self._dispatch,
             hook.closing,
         )
 
         def profile(frame: FrameType, event: str, arg: object) -> None:
             if event == "call":
-                entry = watched(id(frame.f_code))
-                if entry is not None:
-                    tracers = active()
-                    if tracers:
-                        try:
-                            dispatch(tracers, entry, frame)
-                        except BaseException:
-                            hook.raised = True
-                            __tracebackhide__ = True  # read by pytest
-                            raise
+                code = frame.f_code
+                if code.co_name in names:
+                    entry = watched(id(code))
+                    if entry is not None:
+                        tracers = active()
+                        if tracers:
+                            self._judge(tracers, entry, frame, hook)
             elif closing:
                 _restore(hook.previous)
 
         return profile
 
+    def _judge(self, tracers: tuple, entry: Entry, frame: FrameType, hook: _Hook) -> None:
+        # A watched call: a clean site is answered from the caller's frame (fastpath).
+        caller = frame.f_back
+        sites = caller and fastpath.table.get(id(caller.f_code))
+        if sites:
+            clean = sites.get(caller.f_lasti)  # type: ignore[union-attr]
+            if (
+                clean is not None
+                and clean.callee is frame.f_code
+                and clean.caller is caller.f_code  # type: ignore[union-attr]
+                and (clean.check is None or clean.check(caller))  # type: ignore[arg-type]
+                and not any(t.every_call and t._thread == threading.get_ident() for t in tracers)
+            ):
+                return
+        try:
+            self._dispatch(tracers, entry, frame)
+        except BaseException:
+            hook.raised = True
+            __tracebackhide__ = True  # read by pytest
+            raise
+
     def reset_after_fork(self) -> None:
         hook = self._hooks.get(threading.get_ident())
         self._books.reset()
         self._watched.clear()
+        self._names.clear()
         self._hooks.clear()
         if hook is not None and sys.getprofile() is hook.profile:
             _restore(hook.previous)

@@ -16,11 +16,14 @@ debuggers keep working beside a guard.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from types import CodeType
 
+from .. import codecache
 from ..registry import Entry, installed
+from . import fastpath
 from .arming import Books
 from .call import Dispatch
 
@@ -96,6 +99,8 @@ class SysMonitoringCore:
             monitoring.register_callback(tool, monitoring.events.PY_START, None)
             monitoring.free_tool_id(tool)
             self._tool = None
+            fastpath.forget()  # nothing armed: no cache is worth its memory
+            codecache.clear_all()
 
     def _blind(self, entries: tuple[Entry, ...]) -> str | None:
         """Whether another tool took our id, callback or events while the tracer ran."""
@@ -112,19 +117,39 @@ class SysMonitoringCore:
 
     def _make_callback(self) -> Callable[[CodeType, int], None]:
         # Runs at every start of a watched function, in every thread: a closure over
-        # locals, with the cheap context check first.
+        # locals, the cheap context check first, then a clean site answered from the
+        # caller's frame alone (see fastpath) before any WarpCall is made.
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
-        entries = installed().by_id
+        entries, clean_sites, ident = installed().by_id, fastpath.table, threading.get_ident
 
         def on_start(code: CodeType, offset: int) -> None:
             tracers = active()
-            if tracers:
-                try:
-                    # frame_of(1) is the watched function's frame, about to run its body.
-                    dispatch(tracers, entries[id(code)], frame_of(1))
-                except BaseException:
-                    __tracebackhide__ = True  # read by pytest
-                    raise
+            if not tracers:
+                return
+            try:
+                caller = frame_of(2)  # 0: this callback, 1: the watched function
+            except ValueError:  # called from C with no Python frame below
+                caller = None
+            sites = caller and clean_sites.get(id(caller.f_code))
+            if sites:
+                clean = sites.get(caller.f_lasti)  # type: ignore[union-attr]
+                if (
+                    clean is not None
+                    and clean.callee is code
+                    and clean.caller is caller.f_code  # type: ignore[union-attr]
+                    and (clean.check is None or clean.check(caller))
+                ):
+                    for tracer in tracers:
+                        if tracer.every_call and tracer._thread == ident():
+                            break
+                    else:
+                        return
+            try:
+                # frame_of(1) is the watched function's frame, about to run its body.
+                dispatch(tracers, entries[id(code)], frame_of(1))
+            except BaseException:
+                __tracebackhide__ = True  # read by pytest
+                raise
 
         return on_start
 

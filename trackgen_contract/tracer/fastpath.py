@@ -1,0 +1,161 @@
+"""Clean call sites, answered from the caller's frame alone.
+
+Most watched calls in a hot loop come from one call site and are judged the same way every
+time: a launch (or, on a machine without CUDA, a copy) whose call instruction passes
+``stream=`` with every argument spelled out cannot breach any category under any policy.
+A guard that judged such a call clean has the site remembered here (`learn`), and the
+core's callback then answers the next call at that site before any `WarpCall` exists:
+one dict lookup keyed by the caller's code object, one by its ``f_lasti``, identity tests
+on the caller's and the callee's code objects, and, where the offset alone cannot prove
+that the site calls the watched function itself (3.13+, where a direct call and one made
+through C rest on the same instruction, or a stream passed by position), a re-read of the
+callable the site loads and an identity test.
+
+Only tracers that ask for every call (a plain `Tracer`, the command line) keep the full
+path: the callback skips a clean call only when every running tracer of the thread lets
+clean calls pass (`Tracer.skips_clean`).
+
+The table holds the code objects it names, so it is bounded (emptied when full) and
+emptied when the core disarms.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from types import CodeType, FrameType
+
+from ..callsite import CallSite, call_site
+from ..callsite.readback import class_lookup
+from ..callsite.values import Method, Ref
+
+_LIMIT = 4096  # remembered sites before the table starts over
+_PY313 = sys.version_info >= (3, 13)
+
+Check = Callable[[FrameType], bool]
+_type_dict = type.__dict__["__dict__"].__get__
+
+
+class Clean:
+    """A remembered clean call site: its caller's and callee's code and the check."""
+
+    __slots__ = ("callee", "caller", "check")
+
+    def __init__(self, caller: CodeType, callee: CodeType, check: Check | None) -> None:
+        self.caller = caller
+        self.callee = callee
+        self.check = check
+
+
+#: id(caller code) -> {f_lasti: Clean}
+table: dict[int, dict[int, Clean]] = {}
+_size = [0]
+
+
+def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
+    """Remember the call site `caller` is executing as clean for `callee`, when the site
+    can be recognised again cheaply. `stream` names the callee's stream parameter."""
+    site = call_site(caller.f_code, caller.f_lasti)
+    if site is None or not site.static:
+        return
+    by_keyword = stream in site.shape.kwargs.items  # type: ignore[attr-defined]
+    check = _check_for(site, callee, caller, by_keyword)
+    if check is False:
+        return
+    if _size[0] >= _LIMIT:
+        forget()
+    sites = table.setdefault(id(caller.f_code), {})
+    if caller.f_lasti not in sites:
+        _size[0] += 1
+    sites[caller.f_lasti] = Clean(caller.f_code, callee, check)  # type: ignore[arg-type]
+
+
+def forget() -> None:
+    """Empty the table (the core disarmed, or it is full)."""
+    table.clear()
+    _size[0] = 0
+
+
+def _check_for(
+    site: CallSite, callee: CodeType, caller: FrameType, by_keyword: bool
+) -> Check | None | bool:
+    """None: the offset proves it (a direct Python call, stream by keyword); a check that
+    re-reads the callable; False: the site cannot be recognised cheaply."""
+    if site.direct and by_keyword:
+        return None  # a function or a bound method called directly: keywords reach it
+    if site.direct is False:
+        return False  # called through C code on 3.11/3.12: its callable may change
+    return _callable_check(site.shape.func, callee, caller)
+
+
+def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check | bool:
+    # ``name(...)``, ``module.name(...)`` and ``local.method(...)``: the attribute may be
+    # loaded as a method (`Method`) or as a plain attribute (a `Ref` step), by version.
+    if type(func) is Method and type(func.receiver) is Ref and not func.receiver.steps:
+        scope, name, attribute = func.receiver.scope, func.receiver.name, func.name
+    elif type(func) is Ref and len(func.steps) <= 1:
+        scope, name = func.scope, func.name
+        attribute = func.steps[0][1] if func.steps else None
+        if func.steps and func.steps[0][0] != "attr":
+            return False
+    else:
+        return False
+    if scope == "global" and attribute is None:
+        target = dict.get(caller.f_globals, name)
+        if type(target) is not types.FunctionType or target.__code__ is not callee:
+            return False
+        return lambda frame: dict.get(frame.f_globals, name) is target
+    if scope == "global":
+        return _module_function_check(name, attribute, callee, caller)  # type: ignore[arg-type]
+    if scope == "fast" and attribute is not None:
+        return _bound_method_check(name, attribute, callee, caller)
+    return False
+
+
+def _module_function_check(
+    module_name: str, attribute: str, callee: CodeType, caller: FrameType
+) -> Check | bool:
+    """``module.function(...)``: the module is the same object and still binds it."""
+    module = dict.get(caller.f_globals, module_name)
+    if type(module) is not types.ModuleType:
+        return False
+    namespace = module.__dict__
+    target = namespace.get(attribute)
+    if type(target) is not types.FunctionType or target.__code__ is not callee:
+        return False
+
+    def check(frame: FrameType) -> bool:
+        return (
+            dict.get(frame.f_globals, module_name) is module and namespace.get(attribute) is target
+        )
+
+    return check
+
+
+def _bound_method_check(
+    variable: str, attribute: str, callee: CodeType, caller: FrameType
+) -> Check | bool:
+    """``obj.method(...)`` on a local: an instance of the same class, whose class defines
+    the method itself and whose own ``__dict__`` does not shadow it."""
+    receiver = caller.f_locals.get(variable)
+    cls = type(receiver)
+    target = _type_dict(cls).get(attribute)
+    if type(target) is not types.FunctionType or target.__code__ is not callee:
+        return False
+    if class_lookup(cls, "__getattribute__") is not object.__getattribute__:
+        return False
+    own = class_lookup(cls, "__dict__")
+    if type(own) is not types.GetSetDescriptorType:
+        return False  # no plain instance dict (slots): keep the full path
+    namespace, read_own = _type_dict(cls), own.__get__
+
+    def check(frame: FrameType) -> bool:
+        obj = frame.f_locals.get(variable)
+        return (
+            type(obj) is cls
+            and namespace.get(attribute) is target
+            and attribute not in read_own(obj, cls)
+        )
+
+    return check
