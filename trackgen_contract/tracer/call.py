@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 
 from .. import callsite, diagnostics, hotpaths
-from . import fastpath
 from ..registry import Entry, installed
 from ..sites import Site, in_warp, is_internal
+from . import fastpath
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _UNREAD = object()

@@ -79,7 +79,7 @@ def forget() -> None:
 
 def _check_for(
     site: CallSite, callee: CodeType, caller: FrameType, by_keyword: bool
-) -> Check | None | bool:
+) -> Check | bool | None:
     """None: the offset proves it (a direct Python call, stream by keyword); a check that
     re-reads the callable; False: the site cannot be recognised cheaply."""
     if site.direct and by_keyword:
