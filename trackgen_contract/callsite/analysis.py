@@ -62,12 +62,20 @@ def _join(old: Entry | None, new: Entry) -> Entry:
     return stack, names_a if names_a == names_b else None
 
 
-def _handler_entries(code: CodeType) -> dict[int, Entry]:
-    entries: dict[int, Entry] = {}
+def _handlers(code: CodeType) -> dict[int, tuple[int, int, int]]:
+    """For each protected offset: (its handler, the stack depth kept, lasti pushed)."""
+    covered: dict[int, tuple[int, int, int]] = {}
     for handler in dis.Bytecode(code).exception_entries:
-        depth = handler.depth + handler.lasti + 1  # the values kept, lasti, the exception
-        entries[handler.target] = _join(entries.get(handler.target), ((UNKNOWN,) * depth, None))
-    return entries
+        for offset in range(handler.start, handler.end, 2):
+            covered.setdefault(offset, (handler.target, handler.depth, int(handler.lasti)))
+    return covered
+
+
+def _on_exception(stack: tuple[object, ...], depth: int, lasti: int) -> Entry:
+    # The handler keeps the stack's first `depth` values as they were (the compiler
+    # guarantees nothing in the protected range touches them), then lasti and the exception.
+    kept = stack[:depth] + (UNKNOWN,) * (depth - len(stack))
+    return kept + (UNKNOWN,) * (lasti + 1), None
 
 
 def _successors(ins: dis.Instruction, following: int | None) -> list[tuple[int, bool]]:
@@ -80,10 +88,32 @@ def _successors(ins: dis.Instruction, following: int | None) -> list[tuple[int, 
     return found
 
 
+def _outcomes(
+    ins: dis.Instruction,
+    following: int | None,
+    stack: tuple[object, ...],
+    names: tuple | None,
+    code: CodeType,
+    handler: tuple[int, int, int] | None,
+) -> list[tuple[int, Entry]]:
+    """The state each successor of `ins` gets: along its jump, past it, into its handler."""
+    found = []
+    for target, jump in _successors(ins, following):
+        out = list(stack)
+        state = {} if names is None else {"kwnames": names}
+        model.step(out, ins, code, state, jump=jump)
+        found.append((target, (tuple(out), state.get("kwnames"))))
+    if handler is not None:
+        target, depth, lasti = handler
+        found.append((target, _on_exception(stack, depth, lasti)))
+    return found
+
+
 def _fixpoint(code: CodeType, instructions: list[dis.Instruction]) -> dict[int, Entry]:
     """The stack on entry to each reachable instruction, by offset."""
     index = {ins.offset: i for i, ins in enumerate(instructions)}
-    entries: dict[int, Entry] = {instructions[0].offset: ((), None), **_handler_entries(code)}
+    handlers = _handlers(code)
+    entries: dict[int, Entry] = {instructions[0].offset: ((), None)}
     # Lowest offset first: in structured code every path into a merge point is usually
     # there before it is visited, so few values are joined with a partial state.
     work = list(entries)
@@ -96,11 +126,7 @@ def _fixpoint(code: CodeType, instructions: list[dis.Instruction]) -> dict[int, 
         ins = instructions[i]
         following = instructions[i + 1].offset if i + 1 < len(instructions) else None
         stack, names = entries[offset]
-        for target, jump in _successors(ins, following):
-            out = list(stack)
-            state = {} if names is None else {"kwnames": names}
-            model.step(out, ins, code, state, jump=jump)
-            new = (tuple(out), state.get("kwnames"))
+        for target, new in _outcomes(ins, following, stack, names, code, handlers.get(offset)):
             joined = _join(entries.get(target), new)
             if joined != entries.get(target) and target in index:
                 entries[target] = joined

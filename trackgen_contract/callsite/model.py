@@ -27,6 +27,7 @@ from .values import (
     Ref,
     Result,
     Star,
+    reads,
 )
 
 PY = sys.version_info[:2]
@@ -350,6 +351,29 @@ TERMINATORS = frozenset({
 })  # fmt: skip
 
 
+# Instructions that bind or unbind a variable: a description on the stack that reads it
+# would read the new value, not the one loaded (``f(x, (x := y))``), so it is forgotten.
+_REBINDS = frozenset({
+    "STORE_FAST", "STORE_FAST_MAYBE_NULL", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST",
+    "DELETE_FAST", "LOAD_FAST_AND_CLEAR", "STORE_DEREF", "DELETE_DEREF", "STORE_NAME",
+    "DELETE_NAME", "STORE_GLOBAL", "DELETE_GLOBAL",
+})  # fmt: skip
+
+
+def _rebound(ins: dis.Instruction) -> frozenset[str]:
+    if ins.opname == "STORE_FAST_LOAD_FAST":
+        return frozenset(ins.argval[:1])
+    if ins.opname == "STORE_FAST_STORE_FAST":
+        return frozenset(ins.argval)
+    return frozenset((ins.argval,))
+
+
+def _forget(stack: Stack, names: frozenset[str]) -> None:
+    for i, value in enumerate(stack):
+        if reads(value, names):
+            stack[i] = UNKNOWN
+
+
 def modelled(opname: str) -> bool:
     """Whether the model knows what `opname` pops (the others forget the whole stack)."""
     return opname in _HANDLERS or opname in _POPS or opname in _PUSH_NOTHING
@@ -366,6 +390,8 @@ def step(
     """Apply `ins` to `stack` (along its jump when `jump`); return the call's shape when it
     is a call instruction."""
     name = ins.opname
+    if name in _REBINDS:
+        _forget(stack, _rebound(ins))
     handler = _HANDLERS.get(name)
     if handler is not None:
         return handler(stack, ins, code, state)

@@ -149,3 +149,23 @@ def _join_item(x: object, y: object) -> object:
     if type(x) is str or type(y) is str:  # a keyword name: equal or nothing
         return x if x == y else _CONFLICT
     return join(x, y)
+
+
+def reads(value: object, names: frozenset[str]) -> bool:
+    """Whether reading `value` back would read one of the variables `names`."""
+    kind = type(value)
+    if kind is Ref:
+        return value.name in names or any(  # type: ignore[attr-defined]
+            reads(key, names)
+            for _, key in value.steps  # type: ignore[attr-defined]
+        )
+    if kind is Method:
+        return reads(value.receiver, names)  # type: ignore[attr-defined]
+    if kind is Star:
+        return reads(value.value, names)  # type: ignore[attr-defined]
+    if kind in (Args, Kwargs):
+        return any(reads(item, names) for item in value.items)  # type: ignore[attr-defined]
+    if kind is Result:
+        shape = value.shape  # type: ignore[attr-defined]
+        return any(reads(part, names) for part in (shape.func, shape.args, shape.kwargs))
+    return False
