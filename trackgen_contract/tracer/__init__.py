@@ -32,7 +32,7 @@ from ..registry import Entry, installed
 from . import critical
 from .call import WarpCall
 
-__all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall"]
+__all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall", "keep_armed"]
 
 # The tracers started in the current context, in start order. A stopped tracer may linger
 # in a context it was not stopped from; dispatch skips it and the next start drops it.
@@ -48,6 +48,12 @@ class Core(Protocol):
     """What a backend provides: arm what tracers need while they run."""
 
     name: str
+
+    def hold(self, entries: tuple[Entry, ...]) -> None:
+        """Keep `entries` armed (counted) until `release`; no thread is hooked by it."""
+
+    def release(self, entries: tuple[Entry, ...]) -> None:
+        """Undo one `hold`."""
 
     def attach(self, tracer: Tracer) -> None:
         """`tracer` starts in the current thread: arm what it needs."""
@@ -148,6 +154,35 @@ BACKEND: str = _core.name
 _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
 
 
+class _Lists:
+    """One tuple per distinct list of entries, with its kinds of operation: the core's
+    books count lists by identity."""
+
+    def __init__(self) -> None:
+        self.by_codes: dict[tuple[int, ...], tuple[Entry, ...]] = {}
+        self.ops: dict[int, frozenset[str]] = {}  # id(shared tuple) -> its ops
+        self.aliases: dict[int, tuple[object, tuple[Entry, ...]]] = {}  # id(given) -> shared
+        self.everything: tuple[Entry, ...] | None = None
+
+    def shared(self, entries: Iterable[Entry] | None) -> tuple[Entry, ...]:
+        if entries is None:
+            if self.everything is None:
+                self.everything = self.shared(tuple(installed()))
+            return self.everything
+        known = self.aliases.get(id(entries))
+        if known is not None and known[0] is entries:
+            return known[1]
+        given = entries
+        entries = tuple(entries)
+        found = self.by_codes.setdefault(tuple(id(e.code) for e in entries), entries)
+        self.ops[id(found)] = frozenset(entry.op for entry in found)
+        self.aliases[id(given)] = (given, found)  # the caller's own object, kept alive
+        return found
+
+
+_lists = _Lists()
+
+
 class Tracer:
     """Calls ``on_call(call)`` with a `WarpCall` for every watched Warp call made in the
     thread and context that started it, violation or not.
@@ -171,8 +206,8 @@ class Tracer:
         if not callable(on_call):
             raise TypeError(f"Tracer(on_call): on_call must be callable, got {on_call!r}")
         self.on_call = on_call
-        self.entries: tuple[Entry, ...] = tuple(installed() if entries is None else entries)
-        self.ops = frozenset(entry.op for entry in self.entries)
+        self.entries = _lists.shared(entries)
+        self.ops = _lists.ops[id(self.entries)]
         self.every_call = every_call
         #: Why the tracer may have missed calls, found when it stopped (its hook replaced
         #: or removed by another tool), or None.
@@ -229,6 +264,39 @@ class Tracer:
     def __repr__(self) -> str:
         state = "active" if self.active else "stopped"
         return f"<Tracer {BACKEND} {state} on_call={self.on_call!r}>"
+
+
+class keep_armed:  # noqa: N801 (used like a function: ``with keep_armed():``)
+    """Keep every watched entry armed until the block ends, so that the guards entered and
+    exited inside it touch no instrumentation and keep their caches.
+
+    For the places where guards come and go by the hundred: the pytest plugin holds one
+    for the session, the command line for the program's run. Blocks nest; after the
+    outermost one nothing is held, as after the last guard. On Python 3.11 no thread is
+    hooked by it: a guard still installs its thread's profile function.
+    """
+
+    def __init__(self) -> None:
+        self._entries = _lists.shared(None)
+        self._held = False
+
+    def __enter__(self) -> keep_armed:
+        if self._held:
+            raise RuntimeError("this keep_armed() block is already entered")
+        critical.protected(self._hold, self._release)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        critical.protected(self._release)
+
+    def _hold(self) -> None:
+        _core.hold(self._entries)
+        self._held = True
+
+    def _release(self) -> None:
+        if self._held:
+            self._held = False
+            _core.release(self._entries)
 
 
 def _reset_after_fork() -> None:

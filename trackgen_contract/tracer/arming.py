@@ -1,6 +1,6 @@
 """Which watched code objects are armed: those the running tracers need, counted.
 
-Both cores keep the same books: how many running tracers need each watched code object.
+Both cores keep the same books: how many running tracers need each list of watched entries.
 `sync` brings the backend's armed set in line with them, one code object at a time, and
 runs again until nothing is left to do, so a change that comes in while it runs (a guard
 exited by a finaliser in the middle of another guard's entry, in the same thread) is not
@@ -12,43 +12,64 @@ Every method runs inside a `critical.protected` section, under one re-entrant lo
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 
 from ..registry import Entry
 
 
 class Books:
-    """Per watched code object, the number of running tracers that need it."""
+    """How many running tracers need each list of watched entries, and what they need.
+
+    Tracers share their lists (a guard's comes from its checks, a plain tracer's is the
+    whole registry), so the books count lists by identity, and a code object is counted
+    once per distinct list that holds it: a guard entered and exited where the same list
+    is already needed changes one number.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.counts: dict[int, int] = {}  # id(code) -> tracers needing it
-        self.entries: dict[int, Entry] = {}  # id(code) -> its entry, while needed
+        self.counts: dict[int, int] = {}  # id(entries) -> tracers needing that list
+        self.lists: dict[int, tuple[Entry, ...]] = {}  # id(entries) -> the list, while needed
+        self.per_code: dict[int, int] = {}  # id(code) -> needed lists holding it
+        self.wanted: dict[int, Entry] = {}  # id(code) -> entry: what must be armed
+        self.version = 0  # changes whenever `wanted` does
         self.syncing = False
 
-    def add(self, entries: Iterable[Entry]) -> None:
+    def add(self, entries: tuple[Entry, ...]) -> None:
+        key = id(entries)
+        count = self.counts.get(key, 0)
+        self.counts[key] = count + 1
+        if count:
+            return
+        self.lists[key] = entries
         for entry in entries:
-            key = id(entry.code)
-            self.counts[key] = self.counts.get(key, 0) + 1
-            self.entries[key] = entry
+            code = id(entry.code)
+            held = self.per_code.get(code, 0)
+            self.per_code[code] = held + 1
+            if not held:
+                self.wanted[code] = entry
+                self.version += 1
 
-    def remove(self, entries: Iterable[Entry]) -> None:
+    def remove(self, entries: tuple[Entry, ...]) -> None:
+        key = id(entries)
+        left = self.counts.get(key, 0) - 1
+        if left > 0:
+            self.counts[key] = left
+            return
+        if key not in self.counts:
+            return
+        del self.counts[key], self.lists[key]
         for entry in entries:
-            key = id(entry.code)
-            left = self.counts.get(key, 0) - 1
-            if left > 0:
-                self.counts[key] = left
+            code = id(entry.code)
+            if self.per_code[code] > 1:
+                self.per_code[code] -= 1
             else:
-                self.counts.pop(key, None)
-                self.entries.pop(key, None)
-
-    def wanted(self) -> dict[int, Entry]:
-        """The entries some running tracer needs, by id(code)."""
-        return dict(self.entries)
+                del self.per_code[code], self.wanted[code]
+                self.version += 1
 
     def reset(self) -> None:
         """Forget everything (a forked child; its lock may be held by a thread it lacks)."""
         self.lock = threading.RLock()
-        self.counts.clear()
-        self.entries.clear()
+        for table in (self.counts, self.lists, self.per_code, self.wanted):
+            table.clear()
+        self.version += 1
         self.syncing = False

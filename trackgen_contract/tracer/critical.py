@@ -27,7 +27,7 @@ import _signal
 import threading
 from collections import deque
 from collections.abc import Callable
-from itertools import repeat
+from itertools import compress, repeat
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -64,8 +64,9 @@ def _record(signum: int, frame: object) -> None:
 
 
 def _python_handled() -> list[int]:
-    handlers = map(_signal.getsignal, _SIGNALS)
-    return [s for s, h in zip(_SIGNALS, handlers, strict=True) if callable(h) and h is not _record]
+    # C-level iteration throughout: this runs twice per guard.
+    handled = list(compress(_SIGNALS, map(callable, map(_signal.getsignal, _SIGNALS))))
+    return [s for s in handled if _signal.getsignal(s) is not _record]
 
 
 def protected(change: Callable[[], T], undo: Callable[[], object] | None = None) -> T:

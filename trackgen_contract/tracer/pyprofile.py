@@ -59,13 +59,25 @@ class ProfileCore:
         self._books = Books()
         self._watched: dict[int, Entry] = {}  # id(code) -> entry: what the hooks look for
         self._names: set[str] = set()  # their code objects' names: a cheap first filter
+        self._synced = 0  # the books' version last applied
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
+
+    def hold(self, entries: tuple[Entry, ...]) -> None:
+        books = self._books
+        with books.lock:
+            books.add(entries)
+            self._sync()
+
+    def release(self, entries: tuple[Entry, ...]) -> None:
+        books = self._books
+        with books.lock:
+            books.remove(entries)
+            self._sync()
 
     def attach(self, tracer: object) -> None:
         books = self._books
         with books.lock:
-            books.add(tracer.entries)  # type: ignore[attr-defined]
-            self._sync()
+            self.hold(tracer.entries)  # type: ignore[attr-defined]
             thread = threading.get_ident()
             hook = self._hooks.get(thread)
             if hook is None or hook.closing:
@@ -77,8 +89,7 @@ class ProfileCore:
     def detach(self, tracer: object, thread: int) -> str | None:
         books = self._books
         with books.lock:
-            books.remove(tracer.entries)  # type: ignore[attr-defined]
-            self._sync()
+            self.release(tracer.entries)  # type: ignore[attr-defined]
             hook = self._hooks.get(thread)
             if hook is None:
                 return None
@@ -105,7 +116,10 @@ class ProfileCore:
 
     def _sync(self) -> None:
         # The hooks read this dict at every call: update it in place.
-        wanted = self._books.wanted()
+        if self._synced == self._books.version:
+            return
+        self._synced = self._books.version
+        wanted = dict(self._books.wanted)
         for key in [k for k in self._watched if k not in wanted]:
             del self._watched[key]
         self._watched.update(wanted)
@@ -185,6 +199,7 @@ class ProfileCore:
         self._watched.clear()
         self._names.clear()
         self._hooks.clear()
+        self._synced = self._books.version
         if hook is not None and sys.getprofile() is hook.profile:
             _restore(hook.previous)
 

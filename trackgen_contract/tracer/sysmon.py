@@ -42,6 +42,7 @@ class SysMonitoringCore:
         self._books = Books()
         self._tool: int | None = None
         self._armed: dict[int, CodeType] = {}  # id(code) -> code with events set
+        self._synced = 0  # the books' version last armed
         self._callback: Callable[[CodeType, int], None] | None = None
 
     @property
@@ -49,23 +50,32 @@ class SysMonitoringCore:
         """The ``sys.monitoring`` tool id held while armed."""
         return self._tool
 
-    def attach(self, tracer: object) -> None:
+    def hold(self, entries: tuple[Entry, ...]) -> None:
         books = self._books
         with books.lock:
-            books.add(tracer.entries)  # type: ignore[attr-defined]
+            books.add(entries)
             try:
                 self._sync()
             except BaseException:
-                books.remove(tracer.entries)  # type: ignore[attr-defined]
+                books.remove(entries)
                 self._sync()
                 raise
+
+    def release(self, entries: tuple[Entry, ...]) -> None:
+        books = self._books
+        with books.lock:
+            books.remove(entries)
+            self._sync()
+
+    def attach(self, tracer: object) -> None:
+        self.hold(tracer.entries)  # type: ignore[attr-defined]
 
     def detach(self, tracer: object, thread: int) -> str | None:
         books = self._books
         with books.lock:
-            blind = self._blind(tracer.entries)  # type: ignore[attr-defined]
-            books.remove(tracer.entries)  # type: ignore[attr-defined]
-            self._sync()
+            last = len(books.counts) == 1 and sum(books.counts.values()) == 1
+            blind = self._blind(tracer.entries if last else ())  # type: ignore[attr-defined]
+            self.release(tracer.entries)  # type: ignore[attr-defined]
         return blind
 
     def _sync(self) -> None:
@@ -74,11 +84,10 @@ class SysMonitoringCore:
             return  # this thread is already syncing, further down: it will see the change
         books.syncing = True
         try:
-            while True:
-                wanted = books.wanted()
-                if wanted.keys() == self._armed.keys() and bool(wanted) == (self._tool is not None):
-                    return
-                self._apply(wanted)
+            while self._synced != books.version:
+                version = books.version
+                self._apply(dict(books.wanted))  # a copy: a nested change may come in
+                self._synced = version
         finally:
             books.syncing = False
 
@@ -103,7 +112,9 @@ class SysMonitoringCore:
             codecache.clear_all()
 
     def _blind(self, entries: tuple[Entry, ...]) -> str | None:
-        """Whether another tool took our id, callback or events while the tracer ran."""
+        """Whether another tool took our id or callback while the tracer ran (or switched
+        off the events of `entries`: checked by the last tracer out, when it costs nothing
+        next to the disarming)."""
         monitoring, tool = sys.monitoring, self._tool
         if tool is None or monitoring.get_tool(tool) != _TOOL_NAME:
             return f"sys.monitoring tool id {tool} was freed or taken by another tool"
@@ -165,6 +176,7 @@ class SysMonitoringCore:
                 monitoring.free_tool_id(tool)
         self._armed.clear()
         self._tool = None
+        self._synced = self._books.version
 
 
 def _claim_tool_id() -> int:
