@@ -266,7 +266,7 @@ class Tracer:
         return f"<Tracer {BACKEND} {state} on_call={self.on_call!r}>"
 
 
-class keep_armed:  # noqa: N801 (used like a function: ``with keep_armed():``)
+class keep_armed:  # lower case: used like a function, ``with keep_armed():``
     """Keep every watched entry armed until the block ends, so that the guards entered and
     exited inside it touch no instrumentation and keep their caches.
 
