@@ -1,0 +1,1414 @@
+"""Issue 9 made into tests: exact verdicts on every Python, never an internal error.
+
+Every call here is a real ``wp.launch``, ``wp.launch_tiled``, ``wp.copy`` or
+``wp.Launch.launch`` (recorded with ``record_cmd=True``) on the CPU, made under a stream
+guard and a `Tracer` at once. For each call the test knows the truth from how the call is
+written: which parameters the caller passed. The guard's verdict must be that truth
+wherever the shape can be read back without running the caller's code; where it honestly
+cannot (a callable that C code makes and drops, a mapping of the user's), the call must be
+judged on its bound values (``explicit`` None, and then ``stream=None`` passed explicitly is
+reported missing, as the README's limits say), never on a guess such as "a direct call".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import collections
+import contextvars
+import cProfile
+import functools
+import operator
+import sys
+import threading
+import types
+import warnings
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import warp as wp
+from acme.kernels import add_one
+
+from trackgen_contract import (
+    HotPathViolation,
+    Tracer,
+    hot_path_guard,
+    no_allocation,
+    no_host_sync,
+    sanction,
+    stream_explicit,
+)
+from trackgen_contract import diagnostics as diagnostics_module
+from trackgen_contract.diagnostics import TrackgenContractWarning
+
+SYSMON = sys.version_info >= (3, 12)
+LAUNCH = ("kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_outputs", "device", "stream")
+COPY = ("dest", "src", "dest_offset", "src_offset", "count", "stream")
+CMD = ("self", "stream")
+
+
+def names(params, positional, *keywords):
+    """The parameter names a call passes: its first `positional` ones and `keywords`."""
+    return frozenset(params[:positional]) | frozenset(keywords)
+
+
+class Call:
+    """What the test knows of one call: the API, the names passed, and whether the shape
+    can be read back without running code (else the bound-value fallback is acceptable)."""
+
+    def __init__(self, api, passed, knowable=True):
+        self.api, self.passed, self.knowable = api, frozenset(passed), knowable
+
+    def __repr__(self):
+        return f"Call({self.api}, {sorted(self.passed)}, knowable={self.knowable})"
+
+
+class Seen:
+    """The launches and copies the test's own code made, as a guard and a tracer saw them."""
+
+    def __init__(self):
+        self.calls = []  # (api, explicit)
+        self.reported = []  # the stream guard's violations, as api text
+
+    def on_call(self, call):
+        if call.op in ("launch", "copy") and call.direct:
+            self.calls.append((call.api, call.explicit))
+
+    def check(self, expected):
+        """Each call's `explicit` is its truth (or None where the shape is unknowable), and
+        the guard reported exactly the calls that passed no stream, the unknowable ones
+        judged on their bound ``stream``, which is None in every call here."""
+        assert [api for api, _ in self.calls] == [c.api for c in expected], self.calls
+        should_report = []
+        for (api, explicit), truth in zip(self.calls, expected, strict=True):
+            if truth.knowable:
+                assert explicit == truth.passed, (truth, explicit)
+            else:
+                assert explicit in (None, truth.passed), (truth, explicit)
+            passed = explicit is not None and "stream" in truth.passed
+            if not passed:
+                should_report.append(f"{api} without stream=")
+        assert self.reported == should_report, (expected, self.calls)
+
+
+@contextmanager
+def watching(**options):
+    """A non-strict stream guard and a tracer over the block; yields a `Seen`."""
+    seen = Seen()
+    with stream_explicit(strict=False, **options) as guard, Tracer(seen.on_call):
+        yield seen
+    seen.reported = [v.api for v in guard.violations]
+    seen.guard = guard
+
+
+def observe(fn):
+    with watching() as seen:
+        fn()
+    return seen
+
+
+def exact(fn, expected, rounds=3):
+    """`fn`'s calls are exact (see `Seen.check`) under a guard beside a tracer, which
+    sees every call; and a guard alone, which answers a site it found clean from the
+    caller's frame from then on, reports the same calls in each of `rounds` runs."""
+    seen = observe(fn)
+    seen.check(expected)
+    with stream_explicit(strict=False) as guard:
+        for _ in range(rounds):
+            fn()
+    assert [v.api for v in guard.violations] == seen.reported * rounds
+
+
+@pytest.fixture
+def cmd(arr):
+    return wp.launch(add_one, dim=8, inputs=[arr], device="cpu", record_cmd=True)
+
+
+@pytest.fixture
+def cmd2(arr2):
+    return wp.launch(add_one, dim=8, inputs=[arr2], device="cpu", record_cmd=True)
+
+
+# --- issue 9 section 5: false breaches ------------------------------------------------------
+
+
+def test_double_star_beside_a_branching_argument(arr, arr2):
+    c = bool(arr.shape[0])
+    with_stream, without = {"stream": None}, {}
+
+    def calls():
+        wp.launch(add_one, 8, inputs=[arr] if c else [arr2], device="cpu", **with_stream)
+        wp.launch(add_one, 8, inputs=[arr] if c else [arr2], device="cpu", **without)
+        wp.copy(arr2, arr, count=8 if c else 4, **with_stream)
+        wp.copy(arr2, src=arr if c else arr2, count=8, **without)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+            Call("wp.copy", names(COPY, 2, "count", "stream")),
+            Call("wp.copy", names(COPY, 1, "src", "count")),
+        ],
+    )
+
+
+def test_double_star_beside_a_branching_positional_argument(arr, arr2):
+    # Found in this pass, fixed since: a branch among the positional arguments of a `*`/`**`
+    # call lost the whole positional list (the fixpoint joined an instruction's first entry,
+    # made with one branch's item, with the merged one into UNKNOWN).
+    c = bool(arr.shape[0])
+    with_stream, without = {"stream": None}, {}
+    arrays = [arr, arr2]
+
+    def calls():
+        wp.launch(add_one, 8, [arr] if c else [arr2], **with_stream, device="cpu")
+        wp.launch(add_one, 8, [arr] if c else [arr2], device="cpu", **without)
+        wp.launch(add_one, 8, [x for x in arrays[:1]], **with_stream)
+        wp.copy(arr2 if c else arr, arr, 0, 0, 8, **with_stream)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 3, "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 3, "device")),
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+            Call("wp.copy", names(COPY, 5, "stream")),
+        ],
+    )
+
+
+def test_comprehension_argument_beside_double_star(arr, arr2):
+    arrays = [arr, arr2]
+    with_stream, without = {"stream": None}, {}
+
+    def calls():
+        wp.launch(add_one, 8, inputs=[x for x in arrays[:1]], device="cpu", **with_stream)
+        wp.launch(add_one, 8, inputs=[x for x in arrays[:1]], device="cpu", **without)
+        wp.launch(add_one, 8, inputs=[x for x in arrays if x is arr], **with_stream, device="cpu")
+        wp.launch(add_one, dim=sum(1 for _ in arrays) * 4, inputs=[arr], **with_stream)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 1, "dim", "inputs", "stream")),
+        ],
+    )
+
+
+def test_double_star_of_a_subscript_with_a_local_key(arr):
+    cfg = {"fast": {"stream": None, "device": "cpu"}, "slow": {"device": "cpu"}}
+    nested = {"modes": cfg}
+
+    def calls():
+        for mode in ("fast", "slow"):
+            wp.launch(add_one, 8, inputs=[arr], **cfg[mode])
+        wp.launch(add_one, 8, inputs=[arr], **cfg["fast"])
+        wp.launch(add_one, 8, inputs=[arr], **nested["modes"][mode])  # mode: "slow"
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+        ],
+    )
+
+
+class _Options:
+    """Launch options kept on an object, as a launch context keeps them."""
+
+    def __init__(self, **kw):
+        self.kw = kw
+
+
+def test_double_star_of_an_attribute_chain(arr):
+    holder = types.SimpleNamespace(fast=_Options(stream=None, device="cpu"), slow=_Options())
+
+    def calls():
+        wp.launch(add_one, 8, inputs=[arr], **holder.fast.kw)
+        wp.launch(add_one, 8, inputs=[arr], device="cpu", **holder.slow.kw)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+        ],
+    )
+
+
+def test_partial_created_and_called_inline(arr):
+    def calls():
+        functools.partial(wp.launch, stream=None)(add_one, 8, inputs=[arr], device="cpu")
+        functools.partial(wp.launch, device="cpu")(add_one, 8, inputs=[arr])
+        functools.partial(wp.launch, add_one, 8)([arr], [], [], [], "cpu", None)
+        functools.partial(wp.copy, arr, stream=None)(arr, count=8)
+        functools.partial(wp.copy, arr)(arr, count=8)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+            Call("wp.launch", names(LAUNCH, 8)),
+            Call("wp.copy", names(COPY, 2, "count", "stream")),
+            Call("wp.copy", names(COPY, 2, "count")),
+        ],
+    )
+
+
+def test_partials_held_in_a_list_and_called_by_index(arr):
+    partials = [
+        functools.partial(wp.launch, stream=None),
+        functools.partial(wp.launch, add_one),
+        functools.partial(functools.partial(wp.launch, add_one, 8), stream=None),
+    ]
+    table = {"launchers": partials}
+    leading = [(add_one, 8), (8,)]
+
+    def calls():
+        for i in range(2):
+            partials[i](*leading[i], inputs=[arr])
+        partials[0](add_one, 8, inputs=[arr], device="cpu")
+        partials[2](inputs=[arr])
+        table["launchers"][1](8, [arr])
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+            Call("wp.launch", names(LAUNCH, 3)),
+        ],
+    )
+
+
+def test_one_call_site_reached_with_different_callables(cmd):
+    def calls():
+        for fn, x in ((wp.Launch.launch, cmd), (cmd.launch, None)):
+            fn(x)
+        for fn, x in ((cmd.launch, None), (wp.Launch.launch, cmd)):
+            fn(x)
+
+    exact(
+        calls,
+        [
+            Call("wp.Launch.launch", {"self"}),
+            Call("wp.Launch.launch", {"self", "stream"}),
+            Call("wp.Launch.launch", {"self", "stream"}),
+            Call("wp.Launch.launch", {"self"}),
+        ],
+    )
+
+
+def test_one_call_site_reached_with_plain_function_bound_method_and_partial(arr, cmd):
+    callables = [
+        (wp.launch, (add_one, 8, [arr], [], [], [], "cpu")),
+        (functools.partial(wp.launch, stream=None), (add_one, 8, [arr])),
+        (cmd.launch, ()),
+        (functools.partial(cmd.launch, None), ()),
+        (wp.Launch.launch, (cmd, None)),
+    ]
+
+    def calls():
+        for fn, args in callables:
+            fn(*args)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 7)),
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+            Call("wp.Launch.launch", {"self"}),
+            Call("wp.Launch.launch", {"self", "stream"}),
+            Call("wp.Launch.launch", {"self", "stream"}),
+        ],
+    )
+
+
+# --- issue 9 section 5: missed breaches -----------------------------------------------------
+
+
+def test_unbound_method_through_type_of_the_instance(cmd):
+    def calls():
+        type(cmd).launch(cmd)
+        type(cmd).launch(cmd, None)
+
+    # The callable is the result of a call: reading it back would run type(); the
+    # bound-value fallback (stream None: reported) or the exact answer, never "self bound".
+    exact(
+        calls,
+        [
+            Call("wp.Launch.launch", {"self"}, knowable=False),
+            Call("wp.Launch.launch", {"self", "stream"}, knowable=False),
+        ],
+    )
+
+
+def test_unbound_method_with_a_branching_self(cmd, cmd2):
+    c = cmd is not None
+
+    def calls():
+        wp.Launch.launch(cmd if c else cmd2)
+        wp.Launch.launch(cmd if c else cmd2, None)
+        wp.Launch.launch(cmd2 if not c else cmd, stream=None)
+
+    exact(
+        calls,
+        [
+            Call("wp.Launch.launch", {"self"}),
+            Call("wp.Launch.launch", {"self", "stream"}),
+            Call("wp.Launch.launch", {"self", "stream"}),
+        ],
+    )
+
+
+def test_launches_reached_through_c_code(arr, cmd):
+    """3.13+ cannot tell a direct call from one made through C by the caller's offset:
+    where the callable cannot be read back either, the shape is unknown, never direct."""
+
+    def calls():
+        contextvars.copy_context().run(wp.launch, add_one, 8, [arr], [], [], [], None)
+        contextvars.copy_context().run(wp.launch, add_one, 8, [arr], [], [], [], None, None)
+        operator.methodcaller("launch")(cmd)
+        operator.methodcaller("launch", None)(cmd)
+        operator.methodcaller("launch", stream=None)(cmd)
+        context = contextvars.copy_context()
+        context.run(cmd.launch)
+        context.run(wp.copy, arr, arr, 0, 0, 8)
+        list(map(wp.launch, [add_one], [8], [[arr]]))
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 7), knowable=False),
+            Call("wp.launch", names(LAUNCH, 8), knowable=False),
+            Call("wp.Launch.launch", {"self"}, knowable=False),
+            Call("wp.Launch.launch", {"self", "stream"}, knowable=False),
+            Call("wp.Launch.launch", {"self", "stream"}, knowable=False),
+            Call("wp.Launch.launch", {"self"}, knowable=False),
+            Call("wp.copy", names(COPY, 5), knowable=False),
+            Call("wp.launch", names(LAUNCH, 3), knowable=False),
+        ],
+    )
+
+
+class _Replay(wp.Launch):
+    """A recorded launch that replays itself through ``super()``."""
+
+    def replay(self, *args, **kwargs):
+        super().launch(*args, **kwargs)
+
+    def replay_with_stream(self):
+        super().launch(stream=None)
+
+    def replay_without(self):
+        super().launch()
+
+
+def test_callables_computed_in_place(arr, cmd):
+    """A callable that the call computes itself (``getattr(...)``, ``super()``) is gone once
+    the call starts: the exact answer or the bound-value fallback, never a guess."""
+    cmd.__class__ = _Replay
+    name, c = "launch", arr.shape[0] > 0
+
+    def calls():
+        getattr(wp, name)(add_one, 8, inputs=[arr], stream=None)
+        getattr(wp, name)(add_one, 8, inputs=[arr])
+        getattr(cmd, name)(None)
+        cmd.replay_with_stream()
+        cmd.replay_without()
+        (wp.launch if c else wp.launch)(add_one, 8, inputs=[arr], stream=None)  # noqa: RUF034
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream"), knowable=False),
+            Call("wp.launch", names(LAUNCH, 2, "inputs"), knowable=False),
+            Call("wp.Launch.launch", CMD, knowable=False),
+            Call("wp.Launch.launch", CMD, knowable=False),
+            Call("wp.Launch.launch", CMD[:1], knowable=False),
+            # Both branches load the same callable: the join keeps it.
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+        ],
+    )
+
+
+def test_await_inside_the_arguments(arr):
+    # Found in this pass on 3.12+, fixed since: an `await` in a call's arguments lost the
+    # whole call. The await's CLEANUP_THROW handler jumps back into the normal path (to
+    # END_SEND), and a handler started with every stack value UNKNOWN, although the
+    # exception table keeps the values below its `depth`.
+    async def dim():
+        return 8
+
+    async def main():
+        kw = {"stream": None}
+        wp.launch(add_one, await dim(), inputs=[arr], stream=None)
+        wp.launch(add_one, await dim(), inputs=[arr])
+        wp.launch(add_one, 8, inputs=[arr] if await dim() else [], **kw)
+
+    def calls():
+        asyncio.run(main())
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+        ],
+    )
+
+
+def test_a_name_rebound_by_a_later_argument_of_the_same_call(arr):
+    # Core bug (open): the read-back reads a name's value when the callee starts, not when
+    # the caller loaded it. A walrus in a later argument rebinds it in between (visible in
+    # the caller's bytecode: a store to a name the call's description reads), and the
+    # answer is then exact-looking and wrong: `**kw` read as {} (stream=None reported
+    # missing), and on 3.13+ a plain `wp.launch` read as the partial bound later (a missed
+    # breach; 3.11/3.12 see that a direct call cannot be a partial and fall back).
+    with_stream = functools.partial(wp.launch, stream=None)
+
+    def calls():
+        kw = {"stream": None}
+        fn = wp.launch
+        wp.launch(add_one, 8, **kw, inputs=[arr] if (kw := {}) is not None else [])
+        fn(add_one, 8, inputs=[arr] if (fn := with_stream) else [])
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs"), knowable=False),
+        ],
+    )
+
+
+def test_launch_tiled_shapes(arr):
+    kw = {"block_dim": 1, "stream": None}
+    args = (add_one,)
+
+    def calls():
+        wp.launch_tiled(add_one, dim=[8], inputs=[arr], block_dim=1, device="cpu", stream=None)
+        wp.launch_tiled(add_one, dim=[8], inputs=[arr], block_dim=1, device="cpu")
+        wp.launch_tiled(*args, dim=[8], inputs=[arr], **kw)
+        wp.launch_tiled(*args, dim=[8], inputs=[arr], block_dim=1)
+        functools.partial(wp.launch_tiled, stream=None)(add_one, dim=[8], inputs=[arr], block_dim=1)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch_tiled", names(LAUNCH, 1, "dim", "inputs", "block_dim", "device",
+                                          "stream")),
+            Call("wp.launch_tiled", names(LAUNCH, 1, "dim", "inputs", "block_dim", "device")),
+            Call("wp.launch_tiled", names(LAUNCH, 1, "dim", "inputs", "block_dim", "stream")),
+            Call("wp.launch_tiled", names(LAUNCH, 1, "dim", "inputs", "block_dim")),
+            Call("wp.launch_tiled", names(LAUNCH, 1, "dim", "inputs", "block_dim", "stream")),
+        ]
+    )  # fmt: skip
+
+
+# --- sanction sites are code objects; sites follow the frame's globals ---------------------
+
+# Two module-level lambdas: one module, one qualified name ("<lambda>"), two places.
+_POLLS = (
+    lambda a: a.numpy(),
+    lambda a: a.numpy(),
+)
+sanction.site("exactness-poll")(_POLLS[0])
+
+
+def test_sanctioning_one_lambda_does_not_sanction_another(arr):
+    with no_host_sync(strict=False) as guard, sanction.scope("exactness-poll"):
+        _POLLS[0](arr)
+        _POLLS[1](arr)
+    assert guard.sanctioned == [("wp.array.numpy", __name__, "<lambda>")]
+    assert [(v.api, v.site.lineno) for v in guard.violations] == [
+        ("wp.array.numpy()", _POLLS[1].__code__.co_firstlineno)
+    ]
+
+
+def _launch_without_stream(a):
+    wp.launch(add_one, 8, inputs=[a], device="cpu")
+
+
+def _read_back(a):
+    return a.numpy()
+
+
+def _twin(fn, module):
+    """`fn`'s very code object, run under the globals of another module."""
+    namespace = {"__name__": module, "__builtins__": builtins, "wp": wp, "add_one": add_one}
+    return types.FunctionType(fn.__code__, namespace, fn.__name__)
+
+
+@pytest.mark.parametrize("twin_first", [False, True], ids=["original first", "twin first"])
+def test_the_same_code_under_other_globals_is_attributed_to_their_module(arr, twin_first):
+    twin = _twin(_launch_without_stream, "elsewhere.hot")
+    order = (twin, _launch_without_stream) if twin_first else (_launch_without_stream, twin)
+    for prefix, module in (("elsewhere", "elsewhere.hot"), (__name__, __name__)):
+        with stream_explicit(modules=(prefix,), strict=False) as guard:
+            for _ in range(2):  # the second round hits every per-code cache
+                for fn in order:
+                    fn(arr)
+        assert [v.site.module for v in guard.violations] == [module, module], prefix
+        assert {v.key for v in guard.violations} == {
+            ("wp.launch", module, "_launch_without_stream")
+        }
+
+
+def test_allow_keys_follow_the_globals_the_code_runs_under(arr):
+    twin = _twin(_read_back, "elsewhere.hot")
+    allow = [("wp.array.numpy", "elsewhere.hot", "_read_back")]
+    with no_host_sync(allow=allow, strict=False) as guard:
+        for _ in range(2):
+            twin(arr)
+            _read_back(arr)
+    assert guard.allowed == [("wp.array.numpy", "elsewhere.hot", "_read_back")] * 2
+    assert [v.key for v in guard.violations] == [("wp.array.numpy", __name__, "_read_back")] * 2
+
+
+# --- a guard whose hook is taken away never ends clean ------------------------------------
+
+
+def _enable_cprofile():
+    profiler = cProfile.Profile()
+    profiler.enable()
+    return profiler.disable
+
+
+def _remove_profile_function():
+    sys.setprofile(None)
+    return lambda: None
+
+
+def _another_profile_function():
+    def someone_elses_profiler(frame, event, arg):
+        return None
+
+    sys.setprofile(someone_elses_profiler)
+    return lambda: sys.setprofile(None)
+
+
+REPLACERS = {
+    "cProfile": (_enable_cprofile, "Profile"),
+    "setprofile(None)": (_remove_profile_function, "setprofile(None)"),
+    "another profile function": (_another_profile_function, "someone_elses_profiler"),
+}
+
+
+@pytest.mark.parametrize(("replace", "named"), REPLACERS.values(), ids=REPLACERS.keys())
+@pytest.mark.parametrize("strict", [False, True], ids=["recording", "strict"])
+def test_a_hook_replaced_inside_a_guard_never_ends_clean(arr, replace, named, strict):
+    before = sys.getprofile()
+    undo = None
+    guard = hot_path_guard(strict=strict)
+    try:
+        with pytest.raises(HotPathViolation) if strict else _nothing():
+            with guard:
+                undo = replace()
+                arr.numpy()  # a breach: seen on 3.12+, unseen (blind) on 3.11
+    finally:
+        if undo is not None:
+            undo()
+        sys.setprofile(before)
+    assert not guard.ok
+    if SYSMON:  # the profiler is not in sys.monitoring's way: the breach was seen
+        assert [v.api for v in guard.violations] == ["wp.array.numpy()"]
+    else:
+        assert guard.blind is not None and named in guard.blind, guard.blind
+    # The guard still works afterwards, with its hook in place.
+    with hot_path_guard(strict=False) as again:
+        arr.numpy()
+    assert again.blind is None
+    assert [v.api for v in again.violations] == ["wp.array.numpy()"]
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+# --- scoping: only the guard's own thread -------------------------------------------------
+
+
+def _in_a_copied_context_thread(work):
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(work,))
+    thread.start()
+    thread.join()
+
+
+def _in_asyncio_to_thread(work):
+    async def main():
+        await asyncio.to_thread(work)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "run_elsewhere",
+    [_in_a_copied_context_thread, _in_asyncio_to_thread],
+    ids=["Thread(target=copy_context().run)", "asyncio.to_thread"],
+)
+def test_a_thread_running_a_copy_of_the_guarded_context_is_not_guarded(arr, run_elsewhere):
+    outcomes = []
+
+    def work():
+        try:
+            arr.numpy()
+            wp.launch(add_one, 8, inputs=[arr], device="cpu")
+            wp.zeros(4, device="cpu")
+            outcomes.append("ran")
+        except BaseException as error:  # a guard reaching into the worker
+            outcomes.append(error)
+
+    seen = []
+    with hot_path_guard() as guard, Tracer(lambda call: seen.append(call.api)):
+        run_elsewhere(work)
+    assert outcomes == ["ran"]
+    assert guard.ok and seen == []
+    # The same work in the guard's own thread is seen: the guard was not blind.
+    with hot_path_guard(strict=False) as guard:
+        work()
+    assert [v.category for v in guard.violations] == ["host_sync", "stream", "allocation"]
+
+
+# --- counting: one user construct, one violation; only real allocations -------------------
+
+
+def test_scoped_capture_is_one_capture_violation(arr):
+    with hot_path_guard(strict=False, stream=False) as guard:
+        with wp.ScopedCapture(device="cpu"):
+            wp.launch(add_one, 8, inputs=[arr], device="cpu", stream=None)
+    assert [v.api for v in guard.violations] == ["wp.ScopedCapture"]
+    with hot_path_guard(strict=False, stream=False) as guard:
+        wp.capture_begin(device="cpu")
+        wp.capture_end(device="cpu")
+    assert [v.api for v in guard.violations] == ["wp.capture_begin()", "wp.capture_end()"]
+
+
+ALLOCATIONS = {
+    "empty(0)": lambda a: wp.empty(0, dtype=float, device="cpu"),
+    "zeros((0, 3))": lambda a: wp.zeros((0, 3), dtype=float, device="cpu"),
+    "zeros(0) of vec3": lambda a: wp.zeros(0, dtype=wp.vec3, device="cpu"),
+    "ones((4, 0))": lambda a: wp.ones((4, 0), dtype=float, device="cpu"),
+    "full(0)": lambda a: wp.full(0, 2.0, dtype=float, device="cpu"),
+    "zeros((np.int64(0), 3))": lambda a: wp.zeros((np.int64(0), 3), dtype=float, device="cpu"),
+    "zeros(0, requires_grad)": lambda a: wp.zeros(0, dtype=float, device="cpu", requires_grad=True),
+    "empty(shape=(0,))": lambda a: wp.empty(shape=(0,), dtype=float, device="cpu"),
+    "empty_like(empty)": lambda a: wp.empty_like(wp.empty(0, dtype=float, device="cpu")),
+    "clone(empty)": lambda a: wp.clone(wp.empty(0, dtype=float, device="cpu")),
+    "array(np.zeros(0))": lambda a: wp.array(np.zeros(0, np.float32), device="cpu"),
+    "array([])": lambda a: wp.array([], dtype=float, device="cpu"),
+    "empty(1)": lambda a: wp.empty(1, dtype=float, device="cpu"),
+    "zeros((1, 3))": lambda a: wp.zeros((1, 3), dtype=float, device="cpu"),
+    "zeros((np.int64(2),))": lambda a: wp.zeros((np.int64(2),), dtype=float, device="cpu"),
+    "empty_like(arr)": lambda a: wp.empty_like(a),
+    "clone(arr)": lambda a: wp.clone(a),
+}
+
+
+@pytest.mark.parametrize("make", ALLOCATIONS.values(), ids=ALLOCATIONS.keys())
+def test_only_real_allocations_are_reported(arr, make):
+    with no_allocation(strict=False) as guard:
+        made = make(arr)
+    # The truth, from Warp itself: an array that got memory has a pointer.
+    assert len(guard.violations) == (made.ptr is not None), guard.report()
+
+
+# --- reading back never runs the user's code ------------------------------------------------
+
+counts: collections.Counter = collections.Counter()
+
+
+class _CountingDescriptor:
+    """A non-data descriptor: each read runs code."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __get__(self, obj, cls=None):
+        counts["__get__"] += 1
+        return self.value
+
+
+class _Descriptors:
+    launch = _CountingDescriptor(wp.launch)
+    kw = _CountingDescriptor({"stream": None})
+
+    @property
+    def prop_launch(self):
+        counts["property"] += 1
+        return wp.launch
+
+    @property
+    def prop_kw(self):
+        counts["property"] += 1
+        return {"stream": None}
+
+    @functools.cached_property
+    def cached_kw(self):
+        counts["cached_property"] += 1
+        return {"stream": None}
+
+
+class _Lazy:
+    def __getattr__(self, name):
+        counts["__getattr__"] += 1
+        return {"launch": wp.launch, "kw": {"stream": None}}[name]
+
+
+class _Inspected:
+    def __init__(self):
+        self.launch = wp.launch
+        self.kw = {"stream": None}
+
+    def __getattribute__(self, name):
+        counts["__getattribute__"] += 1
+        return object.__getattribute__(self, name)
+
+
+class _Meta(type):
+    def __getattribute__(cls, name):
+        counts["metaclass __getattribute__"] += 1
+        return type.__getattribute__(cls, name)
+
+
+class _WithMeta(metaclass=_Meta):
+    launch = staticmethod(wp.launch)
+
+
+class _UserMapping(Mapping):
+    def __init__(self, data):
+        self.data = data
+
+    def __getitem__(self, key):
+        counts["mapping __getitem__"] += 1
+        return self.data[key]
+
+    def __iter__(self):
+        counts["mapping __iter__"] += 1
+        return iter(self.data)
+
+    def __len__(self):
+        counts["mapping __len__"] += 1
+        return len(self.data)
+
+    def keys(self):
+        counts["mapping keys"] += 1
+        return self.data.keys()
+
+
+class _UserDict(dict):
+    def __getitem__(self, key):
+        counts["dict subclass __getitem__"] += 1
+        return dict.__getitem__(self, key)
+
+    def keys(self):
+        counts["dict subclass keys"] += 1
+        return dict.keys(self)
+
+
+class _Key:
+    """A dict key whose hash and equality run code."""
+
+    def __init__(self, name, hash_as=None):
+        self.name, self.hash_as = name, hash_as
+
+    def __hash__(self):
+        counts["__hash__"] += 1
+        return hash(self.hash_as if self.hash_as is not None else self.name)
+
+    def __eq__(self, other):
+        counts["__eq__"] += 1
+        return isinstance(other, _Key) and other.name == self.name
+
+
+class _UserSequence(Sequence):
+    def __init__(self, items):
+        self.items = items
+
+    def __getitem__(self, index):
+        counts["sequence __getitem__"] += 1
+        return self.items[index]
+
+    def __len__(self):
+        counts["sequence __len__"] += 1
+        return len(self.items)
+
+    def __iter__(self):
+        counts["sequence __iter__"] += 1
+        return iter(self.items)
+
+
+class _ListSubclass(list):
+    def __len__(self):
+        counts["list subclass __len__"] += 1
+        return list.__len__(self)
+
+    def __iter__(self):
+        counts["list subclass __iter__"] += 1
+        return list.__iter__(self)
+
+
+class _Disguised:
+    """Claims another class: isinstance() would run its __class__ property."""
+
+    def __init__(self):
+        self.launch = wp.launch
+        self.kw = {"stream": None}
+
+    @property
+    def __class__(self):
+        counts["__class__"] += 1
+        return dict
+
+
+def _lazy_module():
+    module = types.ModuleType("lazy_launchers")
+
+    def __getattr__(name):
+        counts["module __getattr__"] += 1
+        return wp.launch
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+class _InspectedModule(types.ModuleType):
+    def __getattribute__(self, name):
+        counts["module __getattribute__"] += 1
+        return types.ModuleType.__getattribute__(self, name)
+
+
+def _inspected_module():
+    module = _InspectedModule("inspected_launchers")
+    module.launch = wp.launch
+    return module
+
+
+def _reads(arr):
+    """name -> (make the user's objects, make the call with them, the truth)."""
+    k, full = add_one, (add_one, 8, [arr], [], [], [], "cpu", None)
+    passed = names(LAUNCH, 2, "inputs", "stream")
+    return {
+        "descriptor callable": (
+            _Descriptors,
+            lambda o: o.launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "descriptor **kw": (
+            _Descriptors,
+            lambda o: wp.launch(k, 8, inputs=[arr], **o.kw),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "property callable": (
+            _Descriptors,
+            lambda o: o.prop_launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "property **kw": (
+            _Descriptors,
+            lambda o: wp.launch(k, 8, inputs=[arr], **o.prop_kw),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "cached_property **kw": (
+            _Descriptors,
+            lambda o: wp.launch(k, 8, inputs=[arr], **o.cached_kw),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "__getattr__ callable": (
+            _Lazy,
+            lambda o: o.launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "__getattr__ **kw": (
+            _Lazy,
+            lambda o: wp.launch(k, 8, inputs=[arr], **o.kw),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "__getattribute__ callable": (
+            _Inspected,
+            lambda o: o.launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "__getattribute__ **kw": (
+            _Inspected,
+            lambda o: wp.launch(k, 8, inputs=[arr], **o.kw),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "metaclass __getattribute__": (
+            lambda: _WithMeta,
+            lambda o: o.launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "module __getattr__": (
+            _lazy_module,
+            lambda o: o.launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "module __getattribute__": (
+            _inspected_module,
+            lambda o: o.launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "user mapping item": (
+            lambda: _UserMapping({"launch": functools.partial(wp.launch, stream=None)}),
+            lambda o: o["launch"](k, 8, inputs=[arr]),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "user mapping **": (
+            lambda: _UserMapping({"stream": None}),
+            lambda o: wp.launch(k, 8, inputs=[arr], **o),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "dict subclass item": (
+            lambda: _UserDict(launch=functools.partial(wp.launch, stream=None)),
+            lambda o: o["launch"](k, 8, inputs=[arr]),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "dict subclass **": (
+            lambda: _UserDict(stream=None),
+            lambda o: wp.launch(k, 8, inputs=[arr], **o),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "user key": (
+            lambda: ({_Key("fast"): {"stream": None}, _Key("slow"): {}}, _Key("fast")),
+            lambda o: wp.launch(k, 8, inputs=[arr], **o[0][o[1]]),
+            Call("wp.launch", passed, knowable=False),
+        ),
+        "str key beside a user key of equal hash": (
+            lambda: {_Key("x", hash_as="fast"): {}, "fast": {"stream": None}},
+            lambda o: wp.launch(k, 8, inputs=[arr], **o["fast"]),
+            Call("wp.launch", passed),
+        ),
+        # A tuple key of plain values, in a dict that also has a tuple key holding a user
+        # object: comparing the two tuples would run that object's __eq__.
+        "tuple key beside a tuple holding a user object": (
+            lambda: {(_Key("x"), 1): {}, ("fast", 1): {"stream": None}},
+            lambda o: wp.launch(k, 8, inputs=[arr], **o["fast", 1]),
+            Call("wp.launch", passed),
+        ),
+        "user sequence *args": (
+            lambda: _UserSequence(full),
+            lambda o: wp.launch(*o),
+            Call("wp.launch", names(LAUNCH, 8), knowable=False),
+        ),
+        "list subclass *args": (
+            lambda: _ListSubclass(full),
+            lambda o: wp.launch(*o),
+            Call("wp.launch", names(LAUNCH, 8), knowable=False),
+        ),
+        "__class__ property callable": (
+            _Disguised,
+            lambda o: o.launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed),
+        ),
+        "__class__ property **kw": (
+            _Disguised,
+            lambda o: wp.launch(k, 8, inputs=[arr], **o.kw),
+            Call("wp.launch", passed),
+        ),
+        "__class__ property argument": (
+            _Disguised,
+            lambda o: wp.launch(k, 8, inputs=[arr], outputs=[], stream=None, record_tape=o),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "outputs", "stream", "record_tape")),
+        ),
+    }
+
+
+READS = list(_reads(None))
+
+
+@pytest.mark.parametrize("case", READS)
+def test_reading_a_call_back_runs_none_of_the_users_code(arr, case):
+    make, call, truth = _reads(arr)[case]
+    counts.clear()
+    call(make())
+    bare = dict(counts)
+    counts.clear()
+    with watching() as seen:
+        call(make())
+    assert dict(counts) == bare  # nothing ran on the guard's behalf
+    seen.check([truth])
+    counts.clear()
+    with stream_explicit(strict=False):  # a guard alone, a clean site remembered
+        for _ in range(3):
+            call(make())
+    assert dict(counts) == {name: 3 * n for name, n in bare.items()}
+
+
+class _Namespace(dict):
+    """A namespace that is a dict, but not exactly one: Python reads it as its own
+    (class bodies, exec's locals, an instance's ``__dict__``), not through the subclass."""
+
+    def __contains__(self, key):
+        counts["namespace __contains__"] += 1
+        return dict.__contains__(self, key)
+
+    def get(self, key, default=None):
+        counts["namespace get"] += 1
+        return dict.get(self, key, default)
+
+
+class _Prepared(type):
+    @classmethod
+    def __prepare__(mcs, name, bases):
+        return _Namespace()
+
+
+_EXEC_CODE = compile("launch(add_one, 8, inputs=[arr])", "<exec with its own locals>", "exec")
+
+
+def test_names_in_namespaces_that_are_not_plain_dicts(arr):
+    # Core bug (open): a name in a class body whose namespace comes from __prepare__, or in
+    # exec()'s own locals mapping, is looked up past that namespace: the read-back skips a
+    # namespace it cannot read and goes on to the globals, so it finds the module's
+    # `launch` (a partial passing stream=None) where Python called the class body's
+    # (wp.launch without a stream). 3.13+ report the breach as clean; 3.11/3.12 fall back,
+    # since a direct call cannot be a partial. A namespace that cannot be read must make
+    # the name unknown, not skipped.
+    module = {"launch": functools.partial(wp.launch, stream=None), "add_one": add_one}
+
+    def calls():
+        class Body(metaclass=_Prepared):
+            launch = wp.launch
+            launch(add_one, 8, inputs=[arr])
+
+        exec(_EXEC_CODE, {**module, "arr": arr}, _Namespace(launch=wp.launch))
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs"), knowable=False),
+            Call("wp.launch", names(LAUNCH, 2, "inputs"), knowable=False),
+        ],
+    )
+
+
+def test_an_instance_dict_that_is_a_dict_subclass_shadows_the_method(arr):
+    # Core bug (open): `obj.__dict__` may be a dict subclass. Python's attribute lookup
+    # reads it as a plain dict, so an entry there shadows the class's method; the read-back
+    # ignores it (not an exact dict) and binds the class's Launch.launch instead, so
+    # `c.launch(c)` through the instance's partial(wp.Launch.launch), which passes no
+    # stream, is read as a bound method passing `stream` by position: a missed breach.
+    shadowed = wp.launch(add_one, dim=8, inputs=[arr], device="cpu", record_cmd=True)
+    shadowed.__dict__ = _Namespace(shadowed.__dict__, launch=functools.partial(wp.Launch.launch))
+
+    def calls(c=shadowed):
+        c.launch(c)
+
+    exact(calls, [Call("wp.Launch.launch", CMD[:1], knowable=False)])
+
+
+def test_the_clean_site_check_runs_none_of_the_users_code(arr):
+    # Core bug (open): a guard alone answers a remembered clean `obj.launch(...)` site after
+    # testing `"launch" in obj.__dict__`; for a dict subclass that runs the subclass's own
+    # __contains__ (the user's code) on the guard's behalf, at every later call there.
+    plain = wp.launch(add_one, dim=8, inputs=[arr], device="cpu", record_cmd=True)
+    plain.__dict__ = _Namespace(plain.__dict__)
+
+    def calls(d=plain):
+        for _ in range(3):
+            d.launch(None)
+
+    counts.clear()
+    calls()
+    bare = dict(counts)
+    counts.clear()
+    with stream_explicit(strict=False) as guard:
+        calls()
+    assert dict(counts) == bare
+    assert guard.violations == []
+
+
+# --- never an internal error in the user's call ---------------------------------------------
+
+
+def _raise(*args, **kwargs):
+    raise RuntimeError("broken on purpose")
+
+
+BREAKAGES = {
+    "analysis": ("trackgen_contract.callsite", "analyse", True),
+    "stack model": ("trackgen_contract.callsite.model", "step", True),
+    "read-back": ("trackgen_contract.callsite.readback", "resolve", True),
+    "decision": ("trackgen_contract.callsite.decision", "explicit_arguments", True),
+    "binding": ("trackgen_contract.callsite.decision", "binding", True),
+    "site walk": ("trackgen_contract.tracer.call.WarpCall", "_walk_stack", False),
+}
+
+
+def _broken_calls(arr, cmd):
+    # Two call sites per API, each made three times: one warning per site.
+    for _ in range(3):
+        wp.launch(add_one, 8, inputs=[arr], device="cpu", stream=None)
+        wp.launch(add_one, 8, inputs=[arr], device="cpu")
+        wp.copy(arr, arr, count=8, stream=None)
+        wp.copy(arr, arr, count=8)
+        cmd.launch(None)
+        cmd.launch()
+
+
+def _fresh(fn):
+    """`fn` with a code object of its own: nothing any cache learned of `fn` applies."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__)
+
+
+def _target(path):
+    import importlib
+
+    module, _, attr = path.rpartition(".")
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        return getattr(importlib.import_module(module), attr)
+
+
+@pytest.mark.parametrize(("where", "name", "decoder"), BREAKAGES.values(), ids=BREAKAGES.keys())
+def test_a_broken_decoder_never_reaches_the_users_call(arr, cmd, monkeypatch, where, name, decoder):
+    monkeypatch.setattr(diagnostics_module, "_warned", set())  # sites warned by earlier tests
+    monkeypatch.setattr(_target(where), name, _raise)
+    before = arr.numpy().copy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with watching() as seen:
+            _fresh(_broken_calls)(arr, cmd)
+    # Every launch ran: 3 rounds of 4 launches of add_one.
+    np.testing.assert_array_equal(arr.numpy(), before + 12)
+    ours = [w for w in caught if issubclass(w.category, TrackgenContractWarning)]
+    # The decoder is asked at every call; the site walk only where a breach needs a site.
+    lines = _lines_of(_broken_calls, with_stream=decoder)
+    assert sorted((w.filename, w.lineno) for w in ours) == [(__file__, n) for n in lines]
+    assert all("broken on purpose" in str(w.message) for w in ours)
+    truth = [
+        Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+        Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+        Call("wp.copy", names(COPY, 2, "count", "stream")),
+        Call("wp.copy", names(COPY, 2, "count")),
+        Call("wp.Launch.launch", {"self", "stream"}),
+        Call("wp.Launch.launch", {"self"}),
+    ]
+    if decoder:  # the shape is lost: every call is judged on its bound values
+        assert [explicit for _, explicit in seen.calls] == [None] * 18
+        assert seen.reported == [f"{c.api} without stream=" for c in truth] * 3
+    else:  # the shape is known, the site falls back on the direct caller
+        seen.check(truth * 3)
+        assert {v.site.function for v in seen.guard.violations} == {"_broken_calls"}
+
+
+def _lines_of(fn, with_stream):
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return [
+        start + i
+        for i, line in enumerate(lines)
+        if (".launch(" in line or ".copy(" in line)
+        and (with_stream or not ("stream=None" in line or "(None)" in line))
+    ]
+
+
+@pytest.mark.parametrize(("where", "name", "decoder"), BREAKAGES.values(), ids=BREAKAGES.keys())
+def test_a_broken_decoder_under_a_strict_guard_raises_only_the_breach(
+    arr, monkeypatch, where, name, decoder
+):
+    monkeypatch.setattr(diagnostics_module, "_warned", set())
+    monkeypatch.setattr(_target(where), name, _raise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrackgenContractWarning)
+        with pytest.raises(HotPathViolation, match="wp.launch without stream="):
+            with stream_explicit():
+                _fresh(_launch_without_stream)(arr)
+
+
+def test_a_broken_rule_never_reaches_the_users_call(arr, cmd, monkeypatch):
+    monkeypatch.setattr(diagnostics_module, "_warned", set())
+    monkeypatch.setattr(_target("trackgen_contract.rules"), "_records_only", _raise)
+    before = arr.numpy().copy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for strict in (False, True):
+            with stream_explicit(strict=strict):
+                _fresh(_broken_calls)(arr, cmd)
+    np.testing.assert_array_equal(arr.numpy(), before + 24)
+    ours = [w for w in caught if issubclass(w.category, TrackgenContractWarning)]
+    # Asked of the calls that pass no stream only: one warning per such site.
+    lines = _lines_of(_broken_calls, with_stream=False)
+    assert sorted((w.filename, w.lineno) for w in ours) == [(__file__, n) for n in lines]
+
+
+# --- the verdict of a call site does not change when it runs again -------------------------
+
+
+def _shape_cases(arr, cmd, cmd2):
+    """name -> (make one call, its truth)."""
+    c = True
+    cfg = {"fast": {"stream": None}, "slow": {}}
+    partials = [functools.partial(wp.launch, stream=None)]
+    return {
+        "keyword": (
+            lambda: wp.launch(add_one, 8, inputs=[arr], stream=None),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+        ),
+        "branch and **": (
+            lambda: wp.launch(add_one, 8, inputs=[arr] if c else [], **cfg["fast"]),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+        ),
+        "** without": (
+            lambda: wp.launch(add_one, 8, inputs=[arr] if c else [], **cfg["slow"]),
+            Call("wp.launch", names(LAUNCH, 2, "inputs")),
+        ),
+        "inline partial": (
+            lambda: functools.partial(wp.launch, stream=None)(add_one, 8, [arr]),
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+        ),
+        "partial by index": (
+            lambda: partials[0](add_one, 8, [arr]),
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+        ),
+        "unbound": (
+            lambda: wp.Launch.launch(cmd if c else cmd2),
+            Call("wp.Launch.launch", CMD[:1]),
+        ),
+        "bound": (lambda: cmd.launch(None), Call("wp.Launch.launch", CMD)),
+        "through C": (
+            lambda: contextvars.copy_context().run(wp.launch, add_one, 8, [arr], [], [], [], None),
+            Call("wp.launch", names(LAUNCH, 7), knowable=False),
+        ),
+        "type(cmd)": (lambda: type(cmd).launch(cmd), Call("wp.Launch.launch", CMD[:1], False)),
+    }
+
+
+SHAPE_CASES = list(_shape_cases(None, None, None))
+
+
+def test_a_guard_alone_serves_a_clean_site_from_its_table(arr):
+    """What the differential checks below rely on: a guard without a plain tracer beside it
+    remembers a clean site and answers the calls there without judging them again."""
+    from trackgen_contract.tracer import fastpath
+
+    def loop():
+        for _ in range(3):
+            wp.launch(add_one, 8, inputs=[arr], stream=None)
+
+    with stream_explicit(strict=False):
+        loop()
+        assert id(loop.__code__) in fastpath.table
+    with watching() as seen:
+        loop()
+    assert len(seen.calls) == 3  # a plain tracer beside it still sees every call
+
+
+@pytest.mark.parametrize("case", SHAPE_CASES)
+def test_a_looped_call_site_keeps_its_verdict(arr, cmd, cmd2, case):
+    make, truth = _shape_cases(arr, cmd, cmd2)[case]
+    once = observe(make)
+    once.check([truth])
+
+    def loop():
+        for _ in range(25):
+            make()
+
+    looped = observe(loop)  # every call read in full, the per-code caches warm
+    assert looped.calls == once.calls * 25
+    assert looped.reported == once.reported * 25
+    with stream_explicit(strict=False) as guard:  # a clean site answered from the frame
+        loop()
+    assert [v.api for v in guard.violations] == once.reported * 25
+
+
+def test_one_site_alternating_between_shapes_in_a_long_loop(arr, cmd):
+    kws = [{"stream": None}, {}, {"device": "cpu", "stream": None}, {"device": "cpu"}]
+    fns = [
+        wp.launch,
+        functools.partial(wp.launch, stream=None),
+        functools.partial(wp.launch, device="cpu"),
+    ]
+    launchers = [functools.partial(wp.Launch.launch, cmd), cmd.launch]
+    extra = [(), (None,)]
+
+    def calls():
+        for i in range(60):
+            fn, kw = fns[i % 3], kws[(i // 3) % 4]
+            fn(add_one, 8, inputs=[arr], **kw)
+        for i in range(40):
+            which, more = i % 2, i % 3 // 2  # locals: an index computed in place is gone
+            launchers[which](*extra[more])
+
+    expected = [
+        Call("wp.launch", names(LAUNCH, 2, "inputs", *bound[i % 3], *kws[(i // 3) % 4]))
+        for i in range(60)
+        for bound in [((), ("stream",), ("device",))]
+    ] + [Call("wp.Launch.launch", CMD[: 1 + i % 3 // 2]) for i in range(40)]
+    exact(calls, expected)
+
+
+def test_a_site_found_clean_then_reached_another_way(arr, cmd):
+    """A guard remembers a site it found clean and answers the next call there from the
+    caller's frame: the same instruction reached through C code, with another callable
+    or under other globals must be judged again."""
+    routes = [  # one call instruction, (callable, its 8 arguments)
+        (wp.launch, (add_one, 8, [arr], [], [], [], "cpu", None)),  # stream by position
+        (operator.call, (wp.launch, add_one, 8, [arr], [], [], [], "cpu")),  # 7 reach it
+    ]
+    relay = types.SimpleNamespace(launch=functools.partial(operator.call, wp.Launch.launch))
+    receivers = [cmd, relay]
+    arguments = [None, cmd]  # cmd.launch(None), then operator.call(wp.Launch.launch, cmd)
+
+    def calls():
+        for _ in range(3):
+            for fn, (a, b, c, d, e, f, g, h) in routes:
+                fn(a, b, c, d, e, f, g, h)
+            for obj, x in zip(receivers, arguments, strict=True):
+                obj.launch(x)
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 8)),
+            Call("wp.launch", names(LAUNCH, 7), knowable=False),
+            Call("wp.Launch.launch", CMD),
+            Call("wp.Launch.launch", CMD[:1], knowable=False),
+        ]
+        * 3,
+    )
+
+
+def _launch_by_global_names():
+    launch(A0, A1, A2, A3, A4, A5, A6, A7)  # noqa: F821 (names of the globals it runs under)
+
+
+def test_a_clean_site_under_other_globals_is_judged_again(arr):
+    code = _launch_by_global_names.__code__
+    # Eight arguments by position: stream passed.
+    direct = {"launch": wp.launch, "A0": add_one, "A1": 8, "A2": [arr], "A6": "cpu", "A7": None}
+    # The same instruction calling operator.call(wp.launch, ...): seven reach wp.launch.
+    through_c = {"launch": operator.call, "A0": wp.launch, "A1": add_one,
+                 "A2": 8, "A3": [arr], "A6": [], "A7": "cpu"}  # fmt: skip
+    twins = [
+        types.FunctionType(code, {"__name__": f"twin{i}", "A3": [], "A4": [], "A5": [], **g})
+        for i, g in enumerate((direct, through_c))
+    ]
+
+    def calls():
+        for _ in range(3):
+            for twin in twins:
+                twin()
+
+    exact(
+        calls,
+        [Call("wp.launch", names(LAUNCH, 8)), Call("wp.launch", names(LAUNCH, 7), knowable=False)]
+        * 3,
+    )
