@@ -640,6 +640,25 @@ def _nothing():
     yield
 
 
+def test_a_hook_taken_away_and_put_back_inside_a_guard_never_ends_clean(arr):
+    # Core bug (open) on 3.11: the guard looks at its thread's profile function when it
+    # exits only. Code that saves it, installs its own (or none) and puts the saved one back
+    # (a profiler used as a context manager) hides every call in between, and the guard then
+    # ends ok with the breach unseen. (CPython raises the "sys.setprofile" audit event for
+    # each replacement, cProfile's included: an audit hook would see it.)
+    before = sys.getprofile()
+    try:
+        with hot_path_guard(strict=False) as guard:
+            saved = sys.getprofile()
+            sys.setprofile(None)
+            arr.numpy()
+            sys.setprofile(saved)
+    finally:
+        sys.setprofile(before)
+    assert not guard.ok
+    assert [v.api for v in guard.violations] == ["wp.array.numpy()"] or guard.blind
+
+
 # --- scoping: only the guard's own thread -------------------------------------------------
 
 
@@ -1047,6 +1066,24 @@ def test_reading_a_call_back_runs_none_of_the_users_code(arr, case):
         for _ in range(3):
             call(make())
     assert dict(counts) == {name: 3 * n for name, n in bare.items()}
+
+
+def _launch_beside_a_locals_snapshot(arr):
+    snapshot = locals()  # on 3.11/3.12, the frame's own dict, refreshed only on request
+    kw = {"stream": None}
+    wp.launch(add_one, 8, inputs=[arr], **kw)
+    return sorted(snapshot)
+
+
+def test_reading_a_call_back_leaves_the_callers_locals_as_they_were(arr):
+    # Core bug (open) on 3.11/3.12: reading `frame.f_locals` there copies the frame's fast
+    # locals into the dict that `locals()` returned (PyFrame_FastToLocals), so reading
+    # `**kw` back changes a dict the caller holds: the program sees other values under a
+    # guard. (3.13+ read a proxy, PEP 667.) At least a documented limit.
+    bare = _launch_beside_a_locals_snapshot(arr)
+    with stream_explicit(strict=False):
+        guarded = _launch_beside_a_locals_snapshot(arr)
+    assert guarded == bare == ["arr"]
 
 
 class _Namespace(dict):
