@@ -116,12 +116,11 @@ class Policy:
     allow: frozenset[Key] = frozenset()
     keep_arrays: bool = True  # hold allocated arrays in `Violation.array`
 
-    @cached_property
+    @property
     def entries(self) -> tuple[Entry, ...]:
         """The watched entries on which one of the policy's checks can fire: what a tracer
-        for this policy needs armed."""
-        ops = {op for op, categories in _OP_CATEGORIES.items() if self.checks & set(categories)}
-        return tuple(entry for entry in installed() if entry.op in ops)
+        for this policy needs armed (one shared tuple per set of checks)."""
+        return _entries_for(self.checks)
 
     @cached_property
     def rules(self) -> dict[str, tuple[Rule, ...]]:
@@ -131,6 +130,12 @@ class Policy:
             op: tuple(RULES[c] for c in categories if c in self.checks)
             for op, categories in _OP_CATEGORIES.items()
         }
+
+
+@cache
+def _entries_for(checks: frozenset[str]) -> tuple[Entry, ...]:
+    ops = {op for op, categories in _OP_CATEGORIES.items() if checks & set(categories)}
+    return tuple(entry for entry in installed() if entry.op in ops)
 
 
 def make_policy(
@@ -225,6 +230,8 @@ def _allow(allow: object) -> frozenset[Key]:
 
 def _served(call: WarpCall, category: str) -> bool:
     """Whether Warp makes `call` while serving an outer watched call of `category`."""
+    if call.direct:
+        return False  # the user's own call: nothing of Warp's is running around it
     return any(category in _API_CATEGORIES[api] for api in call.within)
 
 

@@ -59,12 +59,13 @@ def _is_data_descriptor(value: object) -> bool:
 
 
 def _instance_dict(obj: object) -> dict | None:
-    """``obj.__dict__`` when it is the plain one CPython keeps (never a property)."""
+    """``obj.__dict__`` as CPython keeps it (never a property), or None. It may be a dict
+    subclass: attribute lookup reads it as a plain dict (``dict.get``), and so do we."""
     descriptor = class_lookup(type(obj), "__dict__")
     # CPython's own: a getset for classes defined in Python, a member for modules.
     if type(descriptor) in (types.GetSetDescriptorType, types.MemberDescriptorType):
         namespace = descriptor.__get__(obj, type(obj))
-        return namespace if type(namespace) is dict else None
+        return namespace if issubclass(type(namespace), dict) else None
     return None
 
 
@@ -96,7 +97,7 @@ def _instance_attribute(obj: object, name: str) -> object:
         raise Unresolved(f"{name} is a data descriptor")
     namespace = _instance_dict(obj)
     if namespace is not None:
-        own = namespace.get(name, _MISSING) if type(name) is str else _MISSING
+        own = dict.get(namespace, name, _MISSING) if type(name) is str else _MISSING
         if own is not _MISSING:
             return own
     if value is _MISSING:
@@ -120,7 +121,7 @@ def _module_attribute(module: types.ModuleType, name: str) -> object:
     if class_lookup(type(module), "__getattribute__") is not _module_getattribute:
         raise Unresolved(f"{type(module).__name__} has its own __getattribute__")
     value = _instance_dict(module)
-    value = _MISSING if value is None else value.get(name, _MISSING)
+    value = _MISSING if value is None else dict.get(value, name, _MISSING)
     if value is _MISSING:
         raise Unresolved(name)  # a module __getattr__ would answer
     return value
@@ -179,7 +180,9 @@ def _namespace_get(namespace: object, name: str) -> object:
         return dict.get(namespace, name, _MISSING)
     if type(namespace) is _FRAME_LOCALS:  # 3.13+: the frame's own view of its locals
         return namespace.get(name, _MISSING)  # type: ignore[attr-defined]
-    return _MISSING  # a mapping of the user's (exec with custom locals, __prepare__)
+    # A mapping of the user's (exec with custom locals, a __prepare__ namespace, globals
+    # of a dict subclass): Python asks its __getitem__, which we may not run.
+    raise Unresolved(f"{name} in a namespace of type {type(namespace).__name__}")
 
 
 def _name(ref: Ref, frame: FrameType) -> object:

@@ -120,17 +120,25 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     live = [t for t in tracers if t._thread == thread and entry.op in t.ops]
     if not live:
         return
-    with _headroom:
-        call = WarpCall(entry, frame)
-        error: BaseException | None = None
-        for tracer in live:
+    call = WarpCall(entry, frame)
+    error: BaseException | None = None
+    for tracer in live:
+        try:
+            tracer.on_call(call)
+        except RecursionError:
+            # The user's call came near the recursion limit and judging it needs a few
+            # frames more: judge it again with some headroom (a guard records a finding
+            # only once judging is done, so nothing is counted twice).
             try:
-                tracer.on_call(call)
+                with _headroom:
+                    tracer.on_call(call)
             except BaseException as exc:
                 error = error or exc
-        if sys.getrefcount(call) > _UNSHARED:  # an on_call kept it
-            call.complete()
-        call.release()
+        except BaseException as exc:
+            error = error or exc
+    if sys.getrefcount(call) > _UNSHARED:  # an on_call kept it
+        call.complete()
+    call.release()
     if error is not None:
         __tracebackhide__ = True  # read by pytest
         raise error.with_traceback(None) if isinstance(error, CallRefused) else error
@@ -209,6 +217,8 @@ class Tracer:
         self.entries = _lists.shared(entries)
         self.ops = _lists.ops[id(self.entries)]
         self.every_call = every_call
+        #: Calls at clean sites answered without ``on_call`` (``every_call=False`` only).
+        self.clean_calls = 0
         #: Why the tracer may have missed calls, found when it stopped (its hook replaced
         #: or removed by another tool), or None.
         self.blind: str | None = None

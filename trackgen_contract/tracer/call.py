@@ -58,13 +58,14 @@ class WarpCall:
         caller_code: CodeType | None = None,
         via: str | None = None,
         within: tuple[str, ...] = (),
-        direct: bool = True,
+        direct: bool | None = None,
         in_hot_path: bool = False,
         thread: int = 0,
     ) -> WarpCall:
         """A call built from known values rather than seen live: to test rules on calls that
         cannot be made here (a copy between two devices on a CPU-only machine) and to
-        replay recorded calls. `site` and `caller` default to each other."""
+        replay recorded calls. `site` and `caller` default to each other; `direct`
+        defaults to whether the call is made inside no other watched call (`within`)."""
         entry = installed().by_api(api)
         call = cls(entry, None)  # type: ignore[arg-type]
         site = site or caller or Site.of(None)
@@ -74,7 +75,7 @@ class WarpCall:
             caller=caller or site,
             caller_code=caller_code,
             walk=(site, via or api, tuple(within)),
-            direct=direct,
+            direct=not within if direct is None else direct,
             in_hot_path=in_hot_path,
             thread=thread,
         )

@@ -148,14 +148,13 @@ def _bound_method_check(
     own = class_lookup(cls, "__dict__")
     if type(own) is not types.GetSetDescriptorType:
         return False  # no plain instance dict (slots): keep the full path
-    namespace, read_own = _type_dict(cls), own.__get__
+    namespace, read_own, has = _type_dict(cls), own.__get__, dict.__contains__
 
     def check(frame: FrameType) -> bool:
         obj = frame.f_locals.get(variable)
-        return (
-            type(obj) is cls
-            and namespace.get(attribute) is target
-            and attribute not in read_own(obj, cls)
-        )
+        if type(obj) is not cls or namespace.get(attribute) is not target:
+            return False
+        own = read_own(obj, cls)  # a dict subclass is read as a plain dict, as Python does
+        return issubclass(type(own), dict) and not has(own, attribute)
 
     return check

@@ -38,13 +38,14 @@ Profile = Callable[[FrameType, str, object], None]
 class _Hook:
     """One thread's profile function and what it replaced."""
 
-    __slots__ = ("closing", "previous", "profile", "raised", "users")
+    __slots__ = ("closing", "previous", "profile", "raised", "swapped", "users")
 
     def __init__(self, previous: object) -> None:
         self.previous = previous
         self.users = 0
         self.raised = False  # a refusal raised from it, so CPython removed it
         self.closing: list[bool] = []  # non-empty: take the hook down at the next event
+        self.swapped: str | None = None  # how someone else changed the profile function
         self.profile: Profile | None = None
 
 
@@ -61,6 +62,7 @@ class ProfileCore:
         self._names: set[str] = set()  # their code objects' names: a cheap first filter
         self._synced = 0  # the books' version last applied
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
+        sys.addaudithook(self._audit)  # for good: audit hooks cannot be removed
 
     def hold(self, entries: tuple[Entry, ...]) -> None:
         books = self._books
@@ -84,7 +86,7 @@ class ProfileCore:
                 hook = self._hooks[thread] = self._new_hook(hook)
             hook.users += 1
             hook.raised = False
-        sys.setprofile(hook.profile)  # also after a raise removed it
+        _install(hook.profile)  # also after a raise removed it
 
     def detach(self, tracer: object, thread: int) -> str | None:
         books = self._books
@@ -112,7 +114,7 @@ class ProfileCore:
         # in this thread need it back (unless someone installed another profiler since).
         if hook.raised and thread == threading.get_ident() and sys.getprofile() is None:
             hook.raised = False
-            sys.setprofile(hook.profile)
+            _install(hook.profile)
 
     def _sync(self) -> None:
         # The hooks read this dict at every call: update it in place.
@@ -131,12 +133,24 @@ class ProfileCore:
             codecache.clear_all()
 
     def _blind(self, hook: _Hook, thread: int) -> str | None:
-        if thread != threading.get_ident() or hook.raised:
-            return None
-        current = sys.getprofile()
-        if current is hook.profile:
-            return None
-        return f"the profile function was replaced by {_describe(current)}"
+        if thread == threading.get_ident() and not hook.raised:
+            current = sys.getprofile()
+            if current is not hook.profile:
+                where = f" ({hook.swapped})" if hook.swapped else ""
+                return f"the profile function was replaced by {_describe(current)}{where}"
+        return None if hook.swapped is None else f"for a while, {hook.swapped}"
+
+    def _audit(self, event: str, args: tuple) -> None:
+        # Every sys.setprofile (cProfile's enable() included) raises this audit event: one
+        # made by anything but this core, while a hook of ours is in place in the thread,
+        # leaves the hook blind for a while, even if the hook is put back before the end.
+        if event != "sys.setprofile" or _own.changing:
+            return
+        hook = self._hooks.get(threading.get_ident())
+        if hook is not None and hook.swapped is None:
+            caller = sys._getframe(1)
+            where = f"{caller.f_code.co_filename}:{caller.f_lineno}" if caller else "C code"
+            hook.swapped = f"the profile function was changed by sys.setprofile at {where}"
 
     def _new_hook(self, old: _Hook | None) -> _Hook:
         previous = sys.getprofile()
@@ -183,9 +197,13 @@ class ProfileCore:
                 and clean.callee is frame.f_code
                 and clean.caller is caller.f_code  # type: ignore[union-attr]
                 and (clean.check is None or clean.check(caller))  # type: ignore[arg-type]
-                and not any(t.every_call and t._thread == threading.get_ident() for t in tracers)
             ):
-                return
+                me = threading.get_ident()
+                mine = [t for t in tracers if t._thread == me]
+                if not any(t.every_call for t in mine):
+                    for tracer in mine:
+                        tracer.clean_calls += 1
+                    return
         try:
             self._dispatch(tracers, entry, frame)
         except BaseException:
@@ -213,11 +231,32 @@ def _describe(profile: object) -> str:
     return f"a {kind.__module__}.{kind.__qualname__} object"
 
 
+class _Own(threading.local):
+    """Set while this core changes the thread's profile function itself."""
+
+    changing = False
+
+
+_own = _Own()
+
+
+def _install(profile: object) -> None:
+    _own.changing = True
+    try:
+        sys.setprofile(profile)  # type: ignore[arg-type]
+    finally:
+        _own.changing = False
+
+
 def _restore(previous: object) -> None:
     # cProfile installs a C hook; sys.getprofile() returns its Profile object, which is not
     # callable: enable() is how it puts its hook back.
-    if previous is not None and not callable(previous) and hasattr(previous, "enable"):
-        sys.setprofile(None)
-        previous.enable()
-    else:
-        sys.setprofile(previous)
+    _own.changing = True
+    try:
+        if previous is not None and not callable(previous) and hasattr(previous, "enable"):
+            sys.setprofile(None)
+            previous.enable()
+        else:
+            sys.setprofile(previous)  # type: ignore[arg-type]
+    finally:
+        _own.changing = False

@@ -150,10 +150,14 @@ class SysMonitoringCore:
                     and clean.caller is caller.f_code  # type: ignore[union-attr]
                     and (clean.check is None or clean.check(caller))
                 ):
+                    me = ident()
                     for tracer in tracers:
-                        if tracer.every_call and tracer._thread == ident():
+                        if tracer.every_call and tracer._thread == me:
                             break
                     else:
+                        for tracer in tracers:
+                            if tracer._thread == me:
+                                tracer.clean_calls += 1
                         return
             try:
                 # frame_of(1) is the watched function's frame, about to run its body.
