@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Iterable
 
+from .pragmas import accepting
 from .rules import (
     ALLOWED,
     CATEGORIES,
@@ -152,6 +153,7 @@ class HotPathGuard:
         self._tracer: Tracer | None = None
         self._claim = threading.Lock()  # held while active: one entry at a time
         self._hidden_env: int | None = None  # the generation of the env var it hid
+        self._judged = self._clean = 0  # calls judged, and answered by the clean-site path
 
     @property
     def checks(self) -> frozenset[str]:
@@ -184,6 +186,7 @@ class HotPathGuard:
         entered.append(True)
         self.violations, self.allowed, self.sanctioned = [], [], []
         self.blind = None
+        self._judged = 0
         self._tracer = Tracer(self._on_call, entries=self._policy.entries, every_call=False)
         self._tracer.start()  # raises before anything is armed when no tracer can run
         if "host_sync" in self.checks:
@@ -195,6 +198,7 @@ class HotPathGuard:
         if tracer is not None:
             tracer.stop()
             self.blind = self.blind or tracer.blind
+            self._clean = tracer.clean_calls
         generation, self._hidden_env = self._hidden_env, None
         if generation is not None:
             _debug_sync.restore(generation)
@@ -206,7 +210,15 @@ class HotPathGuard:
         if self.strict and exc_type is None and not self.ok:
             raise HotPathViolation(self.report())
 
+    @property
+    def calls(self) -> int:
+        """How many watched Warp calls the guard checked in its (last) block: zero means
+        its block made none that its checks cover."""
+        tracer = self._tracer
+        return self._judged + (tracer.clean_calls if tracer is not None else self._clean)
+
     def _on_call(self, call: WarpCall) -> None:
+        self._judged += 1
         findings = judge(call, self._policy)
         if not findings and clean_under_every_policy(call):
             call.learn_clean()  # later calls at this site need no WarpCall at all
@@ -220,8 +232,6 @@ class HotPathGuard:
         elif finding.outcome == ALLOWED:
             self.allowed.append(violation.key)
         elif finding.outcome == VIOLATION:
-            from .pragmas import accepting  # read only on a breach: the clean path never is
-
             accepted = accepting(violation)  # a pragma on the breaching line
             if accepted is not None:
                 self.allowed.append(accepted)

@@ -33,7 +33,7 @@ from .project import OutputError, check_writable, portable_path, project_files
 from .recording import Row, rows
 from .rules import Violation
 from .sites import Site, is_internal
-from .tracer import Tracer, WarpCall
+from .tracer import keep_armed
 
 _MARKER_HELP = (
     "hot_path(**options): run the test's call phase (not its fixtures) under a "
@@ -76,6 +76,18 @@ class _Session:
     checks: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)  # where pragmas may be
     notes: list[str] = field(default_factory=list)  # the terminal summary's lines
+    # Held from the first guarded test to the end of the session: guards enter and exit
+    # without touching instrumentation (a session that guards nothing holds nothing).
+    armed: keep_armed | None = None
+
+    def keep_armed(self) -> None:
+        if self.armed is None:
+            self.armed = keep_armed().__enter__()
+
+    def disarm(self) -> None:
+        armed, self.armed = self.armed, None
+        if armed is not None:
+            armed.__exit__(None, None, None)
 
 
 _STATE = pytest.StashKey[_Session]()
@@ -136,33 +148,23 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
         raise pytest.UsageError(f"{where}: {exc}") from None
 
 
-class _Seen:
-    """Counts the watched Warp calls of a test's call phase."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, call: WarpCall) -> None:
-        self.calls += 1
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     state = item.config.stash[_STATE]
     guard = _guard_for(item, run_through=state.collecting)
     if guard is None:
         return (yield)
-    seen = _Seen()
+    state.keep_armed()
     try:
-        with Tracer(seen), guard:  # a strict guard raises at the breach, or on exit
+        with guard:  # a strict guard raises at the breach, or on exit
             result = yield
     finally:
         item.stash[_RESULT] = _result(item, guard)
-    _fail_on(item, guard, seen)
+    _fail_on(item, guard)
     return result
 
 
-def _fail_on(item: pytest.Item, guard: HotPathGuard, seen: _Seen) -> None:
+def _fail_on(item: pytest.Item, guard: HotPathGuard) -> None:
     __tracebackhide__ = True
     state = item.config.stash[_STATE]
     violations = guard.violations
@@ -177,7 +179,7 @@ def _fail_on(item: pytest.Item, guard: HotPathGuard, seen: _Seen) -> None:
         if state.baseline is not None:
             text = f"new since the baseline {state.baseline.path}:\n{text}"
         raise HotPathViolation(text)
-    if not seen.calls:
+    if not guard.calls:
         pytest.fail(
             "nothing was checked: the test's call phase made no watched Warp call under "
             "@pytest.mark.hot_path (guard the part that calls Warp, or drop the marker)",
@@ -421,7 +423,14 @@ def _note_pragmas(state: _Session) -> pytest.ExitCode | None:
     return pytest.ExitCode.USAGE_ERROR if errors else None
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        state.disarm()
+
+
 @pytest.fixture(name="hot_path_guard")
-def guard_factory() -> Callable[..., HotPathGuard]:
+def guard_factory(request: pytest.FixtureRequest) -> Callable[..., HotPathGuard]:
     """A guard factory: `trackgen_contract.hot_path_guard`, to guard part of a test."""
+    request.config.stash[_STATE].keep_armed()
     return hot_path_guard

@@ -37,6 +37,7 @@ from .registry import COPY, READBACK, SYNC, TABLE
 from .report import Findings, Outcome, render, to_json
 from .rules import CATEGORIES, Key, Policy, Violation, make_policy
 from .runner import Program, ProgramNotFound
+from .tracer import keep_armed
 
 PROG = "python -m trackgen_contract.trace"
 
@@ -317,6 +318,7 @@ def _run(program: Program, recording: Recording) -> int | None:
     """Run the program under the recording's tracer: its exit status, or None when a strict
     breach stopped it."""
     tracer = recording.tracer()
+    armed = keep_armed().__enter__()  # the program's own guards come and go cheaply
     tracer.start()
     try:
         program.run()
@@ -333,6 +335,7 @@ def _run(program: Program, recording: Recording) -> int | None:
         return 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
         tracer.stop()
+        armed.__exit__(None, None, None)
 
 
 def main(argv: list[str] | None = None) -> int:
