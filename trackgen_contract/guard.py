@@ -17,6 +17,7 @@ from .rules import (
     Key,
     Violation,
     clean_under_every_policy,
+    depends_on_site_only,
     judge,
     make_policy,
 )
@@ -154,6 +155,9 @@ class HotPathGuard:
         self._claim = threading.Lock()  # held while active: one entry at a time
         self._hidden_env: int | None = None  # the generation of the env var it hid
         self._judged = self._clean = 0  # calls judged, and answered by the clean-site path
+        # (id(caller code), lasti, id(callee code)) -> (site key, findings): the sites
+        # judged by their site alone
+        self._memo: dict[tuple[int, int, int], tuple[tuple, list[Finding]]] = {}
 
     @property
     def checks(self) -> frozenset[str]:
@@ -187,6 +191,7 @@ class HotPathGuard:
         self.violations, self.allowed, self.sanctioned = [], [], []
         self.blind = None
         self._judged = 0
+        self._memo = {}
         self._tracer = Tracer(self._on_call, entries=self._policy.entries, every_call=False)
         self._tracer.start()  # raises before anything is armed when no tracer can run
         if "host_sync" in self.checks:
@@ -219,11 +224,24 @@ class HotPathGuard:
 
     def _on_call(self, call: WarpCall) -> None:
         self._judged += 1
+        findings = self._judge(call)
+        for finding in findings:
+            self._record(finding)
+
+    def _judge(self, call: WarpCall) -> list[Finding]:
+        # A repeat call at a site whose findings follow from the site alone is judged as
+        # the first one was; a clean site is handed to the core, which then skips it.
+        key = call.site_key()
+        slot = key and (id(key[0]), key[1], id(key[2]))  # ids: hashing code objects is slow
+        known = self._memo.get(slot) if slot else None
+        if known is not None and known[0] == key:
+            return known[1]
         findings = judge(call, self._policy)
         if not findings and clean_under_every_policy(call):
             call.learn_clean()  # later calls at this site need no WarpCall at all
-        for finding in findings:
-            self._record(finding)
+        elif slot and depends_on_site_only(call):
+            self._memo[slot] = (key, findings)
+        return findings
 
     def _record(self, finding: Finding) -> None:
         violation = finding.violation

@@ -232,6 +232,9 @@ def _served(call: WarpCall, category: str) -> bool:
     """Whether Warp makes `call` while serving an outer watched call of `category`."""
     if call.direct:
         return False  # the user's own call: nothing of Warp's is running around it
+    outer = installed().entry(call.caller_code)  # type: ignore[arg-type]
+    if outer is not None and category in _API_CATEGORIES[outer.api]:
+        return True  # made by the watched function itself (numpy() reading its array)
     return any(category in _API_CATEGORIES[api] for api in call.within)
 
 
@@ -411,10 +414,33 @@ RULES: dict[str, Rule] = {
 }
 
 
-def clean_under_every_policy(call: WarpCall) -> bool:
-    """Whether no check of any policy can fire on `call`: a launch, or a copy on a runtime
-    without CUDA, whose caller passed ``stream=`` (read off its call instruction)."""
+def depends_on_site_only(call: WarpCall) -> bool:
+    """Whether every finding of every rule on `call` follows from its call site alone, so
+    that a guard may judge a repeat call at that site as it judged this one: a sync,
+    readback, memset, ScopedStream or capture the user's code makes directly (nothing of
+    Warp's around it), from a function that no sanction can let through. A readback of
+    ``__array_interface__`` (its array's device decides), a copy, a launch, an allocation
+    (their arguments decide) are judged every time."""
     op = call.op
+    if op not in (SYNC, READBACK, MEMSET, SCOPED_STREAM, CAPTURE) or not call.direct:
+        return False
+    if call.api == "wp.array.__array_interface__":
+        return False
+    return not sanction.may_sanction(call.caller_code)
+
+
+def clean_under_every_policy(call: WarpCall) -> bool:
+    """Whether no check of any policy can fire on `call`, nor on any call made the same
+    way from the same call site: a launch, or a copy on a runtime without CUDA, whose
+    caller passed ``stream=`` (read off its call instruction); or a call Warp's own code
+    makes that no rule counts against anyone (a memset or ScopedStream Warp makes, a sync
+    or readback served by the watched function making it)."""
+    op = call.op
+    if op in (MEMSET, SCOPED_STREAM):
+        return not call.direct
+    if op in (SYNC, READBACK):
+        outer = installed().entry(call.caller_code)  # type: ignore[arg-type]
+        return not call.direct and outer is not None and outer.op in (SYNC, READBACK)
     if op not in (LAUNCH, COPY) or (op == COPY and _several_devices()):
         return False
     explicit = call.explicit

@@ -69,6 +69,12 @@ def scope(kind: str) -> Iterator[None]:
         _scopes.reset(token)
 
 
+def may_sanction(code: CodeType | None) -> bool:
+    """Whether the function running `code` is marked: a scope could let its syncs through."""
+    marked = _sites.get(id(code))
+    return marked is not None and marked[0] is code
+
+
 def is_sanctioned(code: CodeType | None) -> bool:
     """Whether a sync made directly by the function running `code` is sanctioned now."""
     marked = _sites.get(id(code))

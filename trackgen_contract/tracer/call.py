@@ -18,6 +18,8 @@ _UNREAD = object()
 #: What both cores call for each watched call: ``dispatch(tracers, entry, frame)``.
 Dispatch = Callable[[tuple, Entry, FrameType], None]
 
+# The fields of a direct call that depend on its call site alone.
+_STATIC = ("direct", "walk", "caller", "caller_code")
 # The fields `complete` reads, so that a call kept by an on_call stays readable.
 _FIELDS = ("args", "explicit", "site", "caller", "caller_code", "direct", "in_hot_path", "thread")
 
@@ -103,14 +105,45 @@ class WarpCall:
             getattr(self, name)
         self._walk()
 
+    def _site_fields(self) -> dict[str, object]:
+        # What is known of a direct call's site from an earlier call there (see fastpath).
+        frame = self._frame
+        caller = frame and frame.f_back
+        known = caller and fastpath.static_fields(caller, frame.f_code)  # type: ignore[union-attr]
+        if not known:
+            return {}
+        known["seeded"] = True
+        return known
+
+    def site_key(self) -> tuple[CodeType, int, CodeType, object] | None:
+        """``(caller code, caller f_lasti, callee code, caller's module name)``: what tells
+        the call site apart (the same code may run under other globals). A live call only."""
+        frame = self._frame
+        caller = frame and frame.f_back
+        if caller is None:
+            return None
+        return caller.f_code, caller.f_lasti, frame.f_code, dict.get(caller.f_globals, "__name__")  # type: ignore[union-attr]
+
     def release(self) -> None:
-        """Let go of the frames: the call has started."""
-        self._frame = None
+        """Let go of the frames: the call has started. What was found static about a
+        direct call's site is kept for the next call there."""
+        frame, self._frame = self._frame, None
+        values = self._values
+        if (
+            values
+            and values.get("direct") is True
+            and "walk" in values
+            and "seeded" not in values
+            and frame is not None
+        ):
+            fields = {name: values[name] for name in _STATIC if name in values}
+            if frame.f_back is not None:
+                fastpath.remember_fields(frame.f_back, frame.f_code, fields)
 
     def _read(self, name: str, compute: Callable[[FrameType], object], fallback: object) -> object:
         values = self._values
         if values is None:
-            values = self._values = {}
+            values = self._values = self._site_fields()
         value = values.get(name, _UNREAD)
         if value is not _UNREAD:
             return value
@@ -159,11 +192,13 @@ class WarpCall:
         call): the core answers later calls there without a `WarpCall`. Called by the
         guard when the rules say so; a live call only."""
         frame = self._frame
-        stream = self.entry.watch.stream
-        if frame is None or frame.f_back is None or stream is None:
+        if frame is None or frame.f_back is None:
             return
         try:
-            fastpath.learn(frame.f_back, frame.f_code, stream)
+            if not self.direct:  # made by Warp's own code: its site decides, nothing else
+                fastpath.learn_site(frame.f_back, frame.f_code)
+            elif self.entry.watch.stream is not None:
+                fastpath.learn(frame.f_back, frame.f_code, self.entry.watch.stream)
         except Exception as error:  # a site not remembered is only slower
             self._unanalysed(error)
 
@@ -228,6 +263,8 @@ class WarpCall:
     def _walk_stack(self, frame: FrameType) -> tuple[Site, str, tuple[str, ...]]:
         # One pass from the caller down to the first frame of the user's: the watched calls
         # passed on the way, the outermost Warp function, and the user's frame.
+        if self.direct:
+            return Site.of(frame.f_back), self.entry.api, ()
         registry = installed()
         within: list[str] = []
         outermost = None

@@ -52,6 +52,11 @@ class Clean:
 table: dict[int, dict[int, Clean]] = {}
 _size = [0]
 
+# What is static about a call made directly by the user's code at one call site (the
+# user's Site, the caller, that it is direct): worked out once, so that a repeat breach
+# there is recorded without walking the stack again. id(caller code) -> {f_lasti: entry}
+statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
+
 
 def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
     """Remember the call site `caller` is executing as clean for `callee`, when the site
@@ -61,20 +66,56 @@ def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
         return
     by_keyword = stream in site.shape.kwargs.items  # type: ignore[attr-defined]
     check = _check_for(site, callee, caller, by_keyword)
-    if check is False:
-        return
+    if check is not False:
+        _remember(caller, callee, check)  # type: ignore[arg-type]
+
+
+def learn_site(caller: FrameType, callee: CodeType) -> None:
+    """Remember a call site in Warp's own code as clean for `callee` (a memset or a
+    ScopedStream that Warp makes, a readback served by the watched function making it):
+    the caller's code object and offset alone decide it."""
+    _remember(caller, callee, None)
+
+
+def _remember(caller: FrameType, callee: CodeType, check: Check | None) -> None:
     if _size[0] >= _LIMIT:
         forget()
     sites = table.setdefault(id(caller.f_code), {})
     if caller.f_lasti not in sites:
         _size[0] += 1
-    sites[caller.f_lasti] = Clean(caller.f_code, callee, check)  # type: ignore[arg-type]
+    sites[caller.f_lasti] = Clean(caller.f_code, callee, check)
 
 
 def forget() -> None:
-    """Empty the table (the core disarmed, or it is full)."""
+    """Empty the tables (the core disarmed, or one is full)."""
     table.clear()
+    statics.clear()
     _size[0] = 0
+
+
+def static_fields(caller: FrameType, callee: CodeType) -> dict | None:
+    """The fields remembered for a direct call from `caller`'s site to `callee`."""
+    sites = statics.get(id(caller.f_code))
+    known = sites and sites.get(caller.f_lasti)
+    if (
+        known
+        and known[0] is caller.f_code
+        and known[1] is callee
+        and known[2] == dict.get(caller.f_globals, "__name__")  # the same code, other globals
+    ):
+        return dict(known[3])
+    return None
+
+
+def remember_fields(caller: FrameType, callee: CodeType, fields: dict) -> None:
+    """Remember the static fields of a direct call from `caller`'s site to `callee`."""
+    if _size[0] >= _LIMIT:
+        forget()
+    sites = statics.setdefault(id(caller.f_code), {})
+    if caller.f_lasti not in sites:
+        _size[0] += 1
+    module = dict.get(caller.f_globals, "__name__")
+    sites[caller.f_lasti] = (caller.f_code, callee, module, fields)
 
 
 def _check_for(
