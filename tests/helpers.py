@@ -32,3 +32,22 @@ def assert_nothing_left():
     profile = getattr(sys.getprofile(), "__qualname__", "")
     assert not profile.startswith("ProfileCore."), "a profile function of ours is left"
     assert tracer._core._books.counts == {}, "the core still counts users"
+
+
+def leftovers():
+    """What a guard or tracer left behind, in words (empty when nothing): tool ids and
+    local events of ours, a profile function of ours, users the core still counts. For
+    child programs that report rather than assert."""
+    from trackgen_contract import tracer
+
+    found = []
+    state = monitoring_state()
+    if state is not None and state != ([], []):
+        held, armed = sorted(set(state[0])), sorted(set(state[1]))
+        found.append(f"tool ids {held} held, local events on {len(armed)} Warp APIs {armed[:3]}")
+    profile = getattr(sys.getprofile(), "__qualname__", "")
+    if profile.startswith("ProfileCore."):
+        found.append(f"a profile function of ours is installed: {profile}")
+    if tracer._core._books.counts:
+        found.append(f"the core still counts users: {tracer._core._books.counts}")
+    return found
