@@ -59,7 +59,7 @@ def measure(module: str, args: list[str], rounds: int) -> dict[str, object]:
     warm = _run(plain_argv)  # compiles and caches the kernels
     plain, traced = [], []
     for r in range(rounds):
-        for name in (("plain", "traced") if r % 2 == 0 else ("traced", "plain")):
+        for name in ("plain", "traced") if r % 2 == 0 else ("traced", "plain"):
             if name == "plain":
                 plain.append(_run(plain_argv))
             else:

@@ -34,7 +34,9 @@ import warp as wp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from monkeypatch_guard import MonkeypatchGuard
 
-from trackgen_contract import BACKEND, hot_path_guard
+from trackgen_contract import BACKEND, hot_path_guard, stream_explicit
+from trackgen_contract.registry import installed
+from trackgen_contract.tracer import keep_armed
 
 if hasattr(wp.config, "log_level"):
     wp.config.log_level = wp.LOG_WARNING
@@ -52,11 +54,49 @@ A = wp.zeros(16, dtype=float, device="cpu")
 B = wp.zeros(16, dtype=float, device="cpu")
 STATE = {"n": 0}
 
+
+class NoOpCallback:
+    """The floor: the same events a guard arms, with a callback that does nothing (a
+    ``sys.monitoring`` PY_START callback on the watched code objects; on 3.11 an empty
+    profile function in this thread)."""
+
+    def __enter__(self) -> NoOpCallback:
+        if sys.version_info < (3, 12):
+            sys.setprofile(_empty_profile)
+            return self
+        monitoring = sys.monitoring
+        self.tool = next(i for i in (3, 4, 5, 2, 1, 0) if monitoring.get_tool(i) is None)
+        monitoring.use_tool_id(self.tool, "benchmark floor")
+        monitoring.register_callback(self.tool, monitoring.events.PY_START, _no_op)
+        for entry in installed():
+            monitoring.set_local_events(self.tool, entry.code, monitoring.events.PY_START)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if sys.version_info < (3, 12):
+            sys.setprofile(None)
+            return
+        monitoring = sys.monitoring
+        for entry in installed():
+            monitoring.set_local_events(self.tool, entry.code, 0)
+        monitoring.register_callback(self.tool, monitoring.events.PY_START, None)
+        monitoring.free_tool_id(self.tool)
+
+
+def _no_op(code: object, offset: int) -> None:
+    return None
+
+
+def _empty_profile(frame: object, event: str, arg: object) -> None:
+    return None
+
+
 GUARDS: dict[str, Callable[[], AbstractContextManager]] = {
     "none": nullcontext,
     "guard": lambda: hot_path_guard(strict=False),
     "monkeypatch": MonkeypatchGuard,
 }
+FLOOR = "no-op callback" if sys.version_info >= (3, 12) else "empty profile function"
 
 
 # --- workloads: each takes a repeat count --------------------------------------------------
@@ -65,6 +105,15 @@ GUARDS: dict[str, Callable[[], AbstractContextManager]] = {
 def launches(n: int) -> None:
     for _ in range(n):
         wp.launch(bump, dim=16, inputs=[A], device="cpu", stream=None)
+
+
+COMMAND = wp.launch(bump, dim=16, inputs=[A], device="cpu", record_cmd=True)
+
+
+def recorded(n: int) -> None:
+    command = COMMAND
+    for _ in range(n):
+        command.launch(stream=None)
 
 
 def mixed(n: int) -> None:
@@ -146,16 +195,28 @@ def _timed_beside_a_guard(
 
 
 def ratios(
-    name: str, work: Callable[[int], None], n: int, rounds: int, background: bool = False
-) -> Result:
-    names = list(GUARDS)
+    name: str,
+    work: Callable[[int], None],
+    n: int,
+    rounds: int,
+    background: bool = False,
+    floor: bool = False,
+) -> list[Result]:
+    """The workload's ratio under each guard (and, with `floor`, a row for the no-op
+    callback measured in the same rounds)."""
+    configs = {**GUARDS, FLOOR: NoOpCallback} if floor else GUARDS
+    names = list(configs)
     per_round: dict[str, list[float]] = {g: [] for g in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
-        times = {g: _timed(work, n, GUARDS[g], background) for g in order}
+        times = {g: _timed(work, n, configs[g], background) for g in order}
         for g in names:
             per_round[g].append(times[g] / times["none"])
-    return Result(name, "x", {g: statistics.median(v) for g, v in per_round.items() if g != "none"})
+    medians = {g: statistics.median(v) for g, v in per_round.items()}
+    rows = [Result(name, "x", {g: medians[g] for g in GUARDS if g != "none"})]
+    if floor:
+        rows.append(Result(f"{name}: {FLOOR} (the floor)", "x", {"guard": medians[FLOOR]}))
+    return rows
 
 
 def per_call(name: str, work: Callable[[int], None], n: int, rounds: int) -> Result:
@@ -170,20 +231,55 @@ def per_call(name: str, work: Callable[[int], None], n: int, rounds: int) -> Res
     return Result(name, "ns", {g: statistics.median(v) for g, v in added.items()})
 
 
+def _enter_exit_us(make: Callable[[], AbstractContextManager], rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        guard = make()
+        start = time.perf_counter()
+        with guard:
+            pass
+        samples.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(samples)
+
+
 def enter_exit(modules: int, rounds: int) -> Result:
     """Microseconds to enter and leave a guard with `modules` modules imported."""
     _import_synthetic_modules(modules)
-    values = {}
-    for name in ("guard", "monkeypatch"):
-        samples = []
-        for _ in range(rounds):
-            guard = GUARDS[name]()
-            start = time.perf_counter()
-            with guard:
-                pass
-            samples.append((time.perf_counter() - start) * 1e6)
-        values[name] = statistics.median(samples)
+    values = {name: _enter_exit_us(GUARDS[name], rounds) for name in ("guard", "monkeypatch")}
     return Result(f"enter + exit, {len(sys.modules)} modules imported", "us", values)
+
+
+def enter_exit_kinds(rounds: int) -> list[Result]:
+    """A stream-only guard on its own, and guards inside an armed scope (the pytest
+    session and the command line hold one)."""
+    stream_only = lambda: stream_explicit(strict=False)  # noqa: E731
+    full = GUARDS["guard"]
+    rows = [
+        Result(
+            "enter + exit, stream-only guard",
+            "us",
+            {
+                "guard": _enter_exit_us(stream_only, rounds),
+                "monkeypatch": _enter_exit_us(GUARDS["monkeypatch"], rounds),
+            },
+        )
+    ]
+    with keep_armed():
+        rows.append(
+            Result(
+                "enter + exit inside keep_armed()",
+                "us",
+                {"guard": _enter_exit_us(full, rounds)},
+            )
+        )
+        rows.append(
+            Result(
+                "enter + exit inside keep_armed(), stream-only",
+                "us",
+                {"guard": _enter_exit_us(stream_only, rounds)},
+            )
+        )
+    return rows
 
 
 _SYNTHETIC = Path(tempfile.mkdtemp(prefix="tc_bench_modules_"))
@@ -212,18 +308,18 @@ def run(quick: bool) -> list[Result]:
     gc.disable()
     try:
         launches(50)  # build and load the kernel first
+        recorded(50)
         results = [
-            ratios("real Warp: launch loop, stream= passed", launches, n, rounds),
-            ratios("real Warp: launch + copy + readback + sync", mixed, n // 4, rounds),
+            *ratios("real Warp: launch loop, stream= passed", launches, n, rounds, floor=True),
+            *ratios("recorded cmd.launch(stream=) loop", recorded, n, rounds, floor=True),
+            *ratios("real Warp: launch + copy + readback + sync", mixed, n // 4, rounds),
         ]
         for ratio in (0, 10, 100, 1000):
             count = max(4, n // max(1, ratio // 10)) if ratio else n
-            results.append(
-                ratios(f"Python-heavy: M/N = {ratio}", python_heavy(ratio), count, rounds)
-            )
+            results += ratios(f"Python-heavy: M/N = {ratio}", python_heavy(ratio), count, rounds)
         results += [
-            ratios("another thread guarded: launch loop here", launches, n, rounds, True),
-            ratios(
+            *ratios("another thread guarded: launch loop here", launches, n, rounds, True),
+            *ratios(
                 "another thread guarded: M/N = 1000 here",
                 python_heavy(1000),
                 max(4, n // 100),
@@ -231,7 +327,9 @@ def run(quick: bool) -> list[Result]:
                 True,
             ),
             per_call("per watched call (launch)", launches, n, rounds),
+            per_call("per watched call (recorded cmd.launch)", recorded, n, rounds),
             per_call("per unwatched call", ordinary, n * 100, rounds),
+            *enter_exit_kinds(rounds * 4),
             enter_exit(300, rounds * 4),
             enter_exit(3000, rounds * 4),
         ]
@@ -262,7 +360,9 @@ def table(results: list[Result], facts: dict[str, object]) -> str:
         f"|{'-' * (width + 2)}|{'-' * 26}:|{'-' * 24}:|",
     ]
     for r in results:
-        cells = [_cell(r.values[g], r.unit) for g in ("guard", "monkeypatch")]
+        cells = [
+            _cell(r.values[g], r.unit) if g in r.values else "-" for g in ("guard", "monkeypatch")
+        ]
         lines.append(f"| {r.name:<{width}} | {cells[0]:>24} | {cells[1]:>22} |")
     return "\n".join(lines)
 
