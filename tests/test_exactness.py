@@ -1182,7 +1182,7 @@ BREAKAGES = {
     "analysis": ("trackgen_contract.callsite", "analyse", True),
     "stack model": ("trackgen_contract.callsite.model", "step", True),
     "read-back": ("trackgen_contract.callsite.readback", "resolve", True),
-    "decision": ("trackgen_contract.callsite.decision", "explicit_arguments", True),
+    "decision": ("trackgen_contract.callsite.decision", "passed", True),
     "binding": ("trackgen_contract.callsite.decision", "binding", True),
     "site walk": ("trackgen_contract.tracer.call.WarpCall", "_walk_stack", False),
 }

@@ -22,7 +22,7 @@ from .rules import (
     make_policy,
 )
 from .tracer import CallRefused, Tracer, WarpCall
-from .tracer.critical import protected
+from .tracer.critical import entry, protected
 
 __all__ = [
     "HotPathGuard",
@@ -42,7 +42,10 @@ class HotPathViolation(AssertionError, CallRefused):
 
 class _DebugSyncEnv:
     """``TRACKGEN_DEBUG_SYNC`` is out of the environment while any host-sync guard is
-    active, in any thread, and comes back when the last one exits."""
+    active, in any thread, and comes back when the last one exits.
+
+    Counted first, then the environment changed, outside the lock: changing
+    ``os.environ`` runs Python code, so a finaliser may enter a guard there."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -52,23 +55,25 @@ class _DebugSyncEnv:
 
     def hide(self) -> int:
         with self.lock:
-            if self.guards == 0:
-                self.saved = os.environ.pop(DEBUG_SYNC_ENV, None)
             self.guards += 1
-            return self.generation
+            first, generation = self.guards == 1, self.generation
+        if first:
+            self.saved = os.environ.get(DEBUG_SYNC_ENV)  # kept before it goes: see fork
+            os.environ.pop(DEBUG_SYNC_ENV, None)
+        return generation
 
     def restore(self, generation: int) -> None:
         with self.lock:
             if generation != self.generation or self.guards == 0:
                 return
             self.guards -= 1
-            if self.guards == 0 and self.saved is not None:
-                os.environ[DEBUG_SYNC_ENV] = self.saved
-                self.saved = None
+            last, saved = self.guards == 0, self.saved
+        if last and saved is not None:
+            os.environ[DEBUG_SYNC_ENV] = saved
 
     def reset_after_fork(self) -> None:
         self.lock = threading.Lock()
-        if self.guards and self.saved is not None:
+        if self.saved is not None and DEBUG_SYNC_ENV not in os.environ:
             os.environ[DEBUG_SYNC_ENV] = self.saved
         self.guards, self.saved = 0, None
         self.generation += 1
@@ -179,6 +184,7 @@ class HotPathGuard:
         """Whether the guard is inside its block."""
         return self._tracer is not None
 
+    @entry
     def __enter__(self) -> HotPathGuard:
         entered: list[bool] = []
         protected(lambda: self._enter(entered), lambda: self._leave() if entered else None)
@@ -210,6 +216,7 @@ class HotPathGuard:
         if self._claim.locked():
             self._claim.release()
 
+    @entry
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
         protected(self._leave)
         if self.strict and exc_type is None and not self.ok:

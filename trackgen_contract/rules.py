@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 from typing import NamedTuple
 
 from . import sanction
@@ -122,14 +122,21 @@ class Policy:
         for this policy needs armed (one shared tuple per set of checks)."""
         return _entries_for(self.checks)
 
-    @cached_property
+    @property
     def rules(self) -> dict[str, tuple[Rule, ...]]:
-        """For each kind of operation, the rules of the checks that can fire on it (worked
-        out once: `judge` looks them up at every watched call)."""
-        return {
-            op: tuple(RULES[c] for c in categories if c in self.checks)
-            for op, categories in _OP_CATEGORIES.items()
-        }
+        """For each kind of operation, the rules of the checks that can fire on it (one
+        shared table per set of checks: `judge` looks them up at every watched call)."""
+        return _rules_for(self.checks)
+
+
+@cache
+def _rules_for(checks: frozenset[str]) -> dict[str, tuple[Rule, ...]]:
+    # A plain cache, not cached_property: on 3.11 that holds one class-wide lock while it
+    # computes, which a fork can leave held in the child.
+    return {
+        op: tuple(RULES[c] for c in categories if c in checks)
+        for op, categories in _OP_CATEGORIES.items()
+    }
 
 
 @cache
@@ -268,6 +275,9 @@ def _passed(call: WarpCall, name: str) -> bool:
     explicit = call.explicit
     if explicit is not None:
         return name in explicit
+    keywords = call.keywords
+    if keywords is not None and name in keywords:
+        return True  # by keyword, whatever an unreadable positional part held
     return _bound_value(call, name) is not None
 
 

@@ -26,7 +26,7 @@ from ..codecache import CodeCache
 from . import decision
 from .analysis import CallSite, analyse
 
-__all__ = ["CallSite", "call_site", "explicit_arguments"]
+__all__ = ["CallSite", "call_site", "explicit_arguments", "passed"]
 
 _sites: CodeCache[dict[int, CallSite]] = CodeCache()
 
@@ -36,6 +36,17 @@ def call_site(code: CodeType, lasti: int) -> CallSite | None:
     return _sites.get_or_make(code, analyse).get(lasti)
 
 
+def passed(callee: FrameType, parameters: tuple[str, ...]) -> decision.Passed:
+    """What the caller of `callee` passed: every parameter it passed explicitly (by
+    position or keyword, ``self`` included for a bound method), or None when that cannot be
+    known; and the ones it surely passed by keyword. See `decision.Passed`."""
+    caller = callee.f_back
+    site = None if caller is None else call_site(caller.f_code, caller.f_lasti)
+    if site is None:
+        return decision.UNKNOWN_CALL  # not a call instruction: a property, an operator, C
+    return decision.passed(site, callee, parameters)
+
+
 def explicit_arguments(callee: FrameType, parameters: tuple[str, ...]) -> frozenset[str] | None:
     """The names of the parameters the caller of `callee` passed explicitly (by position
     or keyword, ``self`` included for a bound method), or None when it cannot be known.
@@ -43,10 +54,4 @@ def explicit_arguments(callee: FrameType, parameters: tuple[str, ...]) -> frozen
     `parameters` are the callee's positional parameter names in order (for a ``*args``
     signature, the names its positions stand for).
     """
-    caller = callee.f_back
-    if caller is None:
-        return None
-    site = call_site(caller.f_code, caller.f_lasti)
-    if site is None:
-        return None  # not a call instruction: a property read, an operator, C code
-    return decision.explicit_arguments(site, callee, parameters)
+    return passed(callee, parameters).explicit

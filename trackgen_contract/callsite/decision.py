@@ -101,12 +101,21 @@ def _callable_binding(site: CallSite, code: CodeType, frame: FrameType) -> Bound
     return bound
 
 
-def explicit_arguments(
-    site: CallSite, callee: FrameType, parameters: tuple[str, ...]
-) -> frozenset[str] | None:
-    """The names of the parameters the call at `site` passed to `callee` explicitly (by
-    position or keyword, ``self`` included for a bound method), or None when that
-    cannot be known.
+@dataclass(frozen=True)
+class Passed:
+    """What a call passed: `explicit`, every parameter it passed (None when that cannot be
+    known), and `keywords`, the ones it surely passed by keyword (known also where the
+    positional part is not: a ``*`` of an iterator); None when neither can be known."""
+
+    explicit: frozenset[str] | None
+    keywords: frozenset[str] | None
+
+
+UNKNOWN_CALL = Passed(None, None)
+
+
+def passed(site: CallSite, callee: FrameType, parameters: tuple[str, ...]) -> Passed:
+    """What the call at `site` passed to `callee` (``self`` included for a bound method).
 
     `parameters` are the callee's positional parameter names in order (for a ``*args``
     signature, the names its positions stand for).
@@ -114,10 +123,32 @@ def explicit_arguments(
     caller = callee.f_back
     try:
         bound = _callable_binding(site, callee.f_code, caller)  # type: ignore[arg-type]
-        if bound is None:
-            return None  # reached through C code that passes its own arguments
-        positional = bound.positional + _count(site.shape.args, caller)  # type: ignore[arg-type]
+    except Unresolved:
+        return UNKNOWN_CALL
+    if bound is None:
+        return UNKNOWN_CALL  # reached through C code that passes its own arguments
+    try:
         names = bound.names | _names(site.shape.kwargs, caller)  # type: ignore[arg-type]
     except Unresolved:
-        return None
-    return names | frozenset(parameters[:positional])
+        return Passed(None, bound.names | _literal_names(site.shape.kwargs))
+    try:
+        positional = bound.positional + _count(site.shape.args, caller)  # type: ignore[arg-type]
+    except Unresolved:
+        return Passed(None, names)
+    return Passed(names | frozenset(parameters[:positional]), names)
+
+
+def _literal_names(kwargs: object) -> frozenset[str]:
+    """The keywords spelled out at the call site (a ``**`` part may hold more)."""
+    if type(kwargs) is not Kwargs:
+        return frozenset()
+    return frozenset(part for part in kwargs.items if type(part) is str)
+
+
+def explicit_arguments(
+    site: CallSite, callee: FrameType, parameters: tuple[str, ...]
+) -> frozenset[str] | None:
+    """The names of the parameters the call at `site` passed to `callee` explicitly (by
+    position or keyword, ``self`` included for a bound method), or None when that
+    cannot be known."""
+    return passed(site, callee, parameters).explicit

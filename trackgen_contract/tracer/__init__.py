@@ -18,7 +18,7 @@ with no tracer of its parent's.
 
 from __future__ import annotations
 
-import contextlib
+import gc
 import os
 import sys
 import threading
@@ -31,6 +31,7 @@ from typing import Protocol
 from ..registry import Entry, installed
 from . import critical
 from .call import WarpCall
+from .headroom import headroom
 
 __all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall", "keep_armed"]
 
@@ -62,40 +63,14 @@ class Core(Protocol):
         """`tracer`, started in `thread`, stops (from any thread). Returns why it may have
         missed calls (its hook was replaced or removed by someone else), or None."""
 
+    def idle(self) -> bool:
+        """Whether nothing is held (no tracer, no `keep_armed` block)."""
+
+    def callback_codes(self) -> frozenset[int]:
+        """``id()`` of the code objects of the core's callbacks."""
+
     def reset_after_fork(self) -> None:
         """In a forked child: hold nothing of the parent's."""
-
-
-# Headroom for judging a call made near the recursion limit: the rules run inside the
-# callback, a few frames above the user's call, and must not turn it into a RecursionError.
-_HEADROOM = 200
-
-
-class _Headroom:
-    """Raises the recursion limit while calls are judged; the last one out restores it."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.users = 0
-        self.saved = 0
-
-    def __enter__(self) -> None:
-        with self.lock:
-            if self.users == 0:
-                self.saved = sys.getrecursionlimit()
-                sys.setrecursionlimit(self.saved + _HEADROOM)
-            self.users += 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        with self.lock:
-            self.users -= 1
-            if self.users == 0 and sys.getrecursionlimit() == self.saved + _HEADROOM:
-                # Still deeper than the old limit: keep the new one.
-                with contextlib.suppress(RecursionError):
-                    sys.setrecursionlimit(self.saved)
-
-
-_headroom = _Headroom()
 
 
 def _references_of_a_local() -> int:
@@ -120,20 +95,45 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     live = [t for t in tracers if t._thread == thread and entry.op in t.ops]
     if not live:
         return
+    # Judging runs a few frames above the user's call: near the recursion limit it gets
+    # the room it needs (see headroom), so a call that works unguarded works guarded.
+    # Counted in right after the limit is raised, with no call in between that a signal
+    # could cut, and out first thing; a limit left raised is put back by a later settle.
+    __tracebackhide__ = True  # read by pytest
+    counted = collecting = False
+    try:
+        headroom.widen()
+        headroom.users += 1
+        counted = True
+        collecting = gc.isenabled()
+        gc.disable()  # no finaliser runs in the middle of judging
+        _judge(live, entry, frame)
+    finally:
+        if counted:
+            headroom.users -= 1
+        if collecting:
+            gc.enable()
+        headroom.settle()
+
+
+def _inside_callback() -> bool:
+    """Whether this thread is inside the core's callback (a signal handler or finaliser
+    that ran there): CPython reports no event until it returns."""
+    callbacks = _core.callback_codes() | {id(dispatch.__code__)}
+    frame = sys._getframe(2)
+    while frame is not None:
+        if id(frame.f_code) in callbacks:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _judge(live: list[Tracer], entry: Entry, frame: FrameType) -> None:
     call = WarpCall(entry, frame)
     error: BaseException | None = None
     for tracer in live:
         try:
             tracer.on_call(call)
-        except RecursionError:
-            # The user's call came near the recursion limit and judging it needs a few
-            # frames more: judge it again with some headroom (a guard records a finding
-            # only once judging is done, so nothing is counted twice).
-            try:
-                with _headroom:
-                    tracer.on_call(call)
-            except BaseException as exc:
-                error = error or exc
         except BaseException as exc:
             error = error or exc
     if sys.getrefcount(call) > _UNSHARED:  # an on_call kept it
@@ -231,17 +231,25 @@ class Tracer:
         """Whether the tracer is started."""
         return self._thread is not None
 
+    @critical.entry
     def start(self) -> Tracer:
         """Start reporting calls made in this thread and context."""
         claimed: list[bool] = []
         critical.protected(lambda: self._start(claimed), lambda: self._stop() if claimed else None)
         return self
 
+    @critical.entry
     def stop(self) -> None:
         """Stop reporting (from any thread); the core disarms when no tracer is left."""
         critical.protected(self._stop)
 
     def _start(self, claimed: list[bool]) -> None:
+        if _inside_callback():
+            raise RuntimeError(
+                "a guard or Tracer cannot start while a watched Warp call is being judged in "
+                "this thread (a signal handler or finaliser ran inside the tracer's "
+                "callback): CPython reports no call made there"
+            )
         if not self._claim.acquire(blocking=False):
             raise RuntimeError(f"this Tracer is already started (by thread {self._thread})")
         claimed.append(True)
@@ -262,12 +270,15 @@ class Tracer:
             self._attached = False
             self.blind = _core.detach(self, thread if thread is not None else threading.get_ident())
         _started.discard(self)
+        headroom.settle()
         if self._claim.locked():
             self._claim.release()
 
+    @critical.entry
     def __enter__(self) -> Tracer:
         return self.start()
 
+    @critical.entry
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
@@ -290,12 +301,14 @@ class keep_armed:  # lower case: used like a function, ``with keep_armed():``
         self._entries = _lists.shared(None)
         self._held = False
 
+    @critical.entry
     def __enter__(self) -> keep_armed:
         if self._held:
             raise RuntimeError("this keep_armed() block is already entered")
         critical.protected(self._hold, self._release)
         return self
 
+    @critical.entry
     def __exit__(self, *exc_info: object) -> None:
         critical.protected(self._release)
 
@@ -313,6 +326,7 @@ def _reset_after_fork() -> None:
     # The child has one thread, the one that forked: whatever the parent's tracers were
     # doing, in this process they are over.
     critical.reset_after_fork()
+    headroom.reset_after_fork()
     for tracer in list(_started):
         tracer._thread = None
         tracer._attached = False
@@ -322,4 +336,5 @@ def _reset_after_fork() -> None:
     _core.reset_after_fork()
 
 
+critical.set_idle_check(lambda: not _started and _core.idle())
 os.register_at_fork(after_in_child=_reset_after_fork)

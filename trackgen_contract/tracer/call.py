@@ -21,7 +21,17 @@ Dispatch = Callable[[tuple, Entry, FrameType], None]
 # The fields of a direct call that depend on its call site alone.
 _STATIC = ("direct", "walk", "caller", "caller_code")
 # The fields `complete` reads, so that a call kept by an on_call stays readable.
-_FIELDS = ("args", "explicit", "site", "caller", "caller_code", "direct", "in_hot_path", "thread")
+_FIELDS = (
+    "args",
+    "explicit",
+    "keywords",
+    "site",
+    "caller",
+    "caller_code",
+    "direct",
+    "in_hot_path",
+    "thread",
+)
 
 
 class WarpCall:
@@ -40,7 +50,7 @@ class WarpCall:
 
     # `explicit`, read at every launch and copy, has a slot of its own; the other fields go
     # to `_values` once read. Made at every watched call: kept small.
-    __slots__ = ("_explicit", "_frame", "_values", "entry")
+    __slots__ = ("_explicit", "_frame", "_values", "entry")  # _explicit: a callsite Passed
 
     def __init__(self, entry: Entry, frame: FrameType) -> None:
         self.entry = entry
@@ -71,7 +81,7 @@ class WarpCall:
         entry = installed().by_api(api)
         call = cls(entry, None)  # type: ignore[arg-type]
         site = site or caller or Site.of(None)
-        call._explicit = explicit
+        call._explicit = callsite.decision.Passed(explicit, explicit)
         call._values = dict(
             args=types.MappingProxyType(dict(args or {})),
             caller=caller or site,
@@ -174,15 +184,24 @@ class WarpCall:
         """Names of the parameters the caller passed explicitly (``self`` included for a
         bound method), or None where that cannot be known (a call reached through C code
         that the tracer could not trace back)."""
+        return self._passed("explicit").explicit
+
+    @property
+    def keywords(self) -> frozenset[str] | None:
+        """Names of the parameters the caller surely passed by keyword: known also where
+        `explicit` is not (a ``*`` of an iterator beside them); None where unknown."""
+        return self._passed("keywords").keywords
+
+    def _passed(self, name: str) -> callsite.decision.Passed:
         value = self._explicit
         if value is _UNREAD:
             frame = self._frame
             if frame is None:
-                raise _not_read("explicit")
+                raise _not_read(name)
             try:
-                value = callsite.explicit_arguments(frame, self.entry.parameters)
+                value = callsite.passed(frame, self.entry.parameters)
             except Exception as error:
-                value = None
+                value = callsite.decision.UNKNOWN_CALL
                 self._unanalysed(error)
             self._explicit = value
         return value  # type: ignore[return-value]
@@ -204,7 +223,7 @@ class WarpCall:
 
     def degrade(self, error: Exception) -> None:
         """Judge the rest of this call on bound values only: reading its shape failed."""
-        self._explicit = None
+        self._explicit = callsite.decision.UNKNOWN_CALL
         self._unanalysed(error)
 
     @property

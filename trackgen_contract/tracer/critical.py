@@ -7,78 +7,113 @@ half-way would leave a tool id held or a guard armed that nobody will exit. So e
 change runs through `protected`:
 
 - Python runs signal handlers only in the main thread, and only at a few points: at the
-  start of a Python function, at a backward jump and right after a call returns. In the
-  main thread `protected` first swaps every Python-level handler for one that records
-  the signal (one C call, so no handler can run half-way through the swap), runs the
-  change, then puts the handlers back (one C call again) and re-raises each recorded
-  signal, whose own handler then runs as usual, late but not lost.
-- If the change raised, or a signal arrived during it, `undo` runs (also deferred)
-  before the signals are delivered, so the caller sees the exception with nothing done.
-- The swap is skipped when a section is already open in this thread (a finaliser that
-  exits a guard while another guard is entering): the outermost section delivers.
+  start of a Python function, at a backward jump and right after a call returns (and
+  ``signal.signal`` runs the pending ones before it changes a handler). While guards are
+  in use, every Python-level handler is wrapped (`_wrapper`): a signal that arrives while
+  a change is under way, or at the start of one of the entry points that lead to it
+  (`entry`: a guard's ``__exit__`` before its change begins, say), is recorded and its
+  handler runs when the change is complete; anywhere else the handler runs at once, as
+  if nothing were wrapped. The wrappers are taken down when the last guard is gone.
+- If the change raised, or a signal arrived during it, `undo` runs before the signals
+  are delivered, so the caller sees the exception with nothing done. A signal whose
+  handler does not raise does not abandon the change: it is made again.
+- After a change that went through, no call is made before returning: a signal arriving
+  then is handled in the caller's code, past the point of no return.
+- The garbage collector is held off during a change, so no finaliser (a generator holding
+  a guard, say) re-enters the core half-way through one.
 
 Other threads cannot be interrupted by signals: there, `protected` runs `undo` when the
-change raises, and nothing more.
+change raises, and holds the collector off too.
 """
 
 from __future__ import annotations
 
 import _signal
+import gc
 import threading
-from collections import deque
 from collections.abc import Callable
-from itertools import compress, repeat
+from itertools import compress
+from types import FrameType
 from typing import TypeVar
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable)
 
 # Every signal whose handler Python lets us replace.
 _SIGNALS = tuple(s for s in _signal.valid_signals() if s not in (_signal.SIGKILL, _signal.SIGSTOP))
-_consume = deque  # deque(iterator, 0) runs an iterator of C calls inside one C call
 
 
-class _Sections:
-    """The main thread's open sections: how deep, what arrived, what was replaced."""
+class _State:
+    """The main thread's open change, what arrived during it, and the wrapped handlers."""
 
     def __init__(self) -> None:
         self.main = threading.main_thread().ident
-        self.depth = 0
-        self.pending: list[int] = []
-        self.replaced: dict[int, object] = {}
+        self.depth = 0  # > 0: a change is under way in the main thread
+        self.pending: list[tuple[int, FrameType | None]] = []
+        self.originals: dict[int, object] = {}  # signal -> the handler its wrapper calls
+        self.entries: set[int] = set()  # id(code) of the functions that lead to a change
+        self.idle: Callable[[], bool] = lambda: True  # no guard left: unwrap
 
 
-_state = _Sections()
+_state = _State()
 
 
-def _record(signum: int, frame: object) -> None:
-    """The handler while a section is open: remember the signal for later."""
-    if _state.depth > 0:
-        _state.pending.append(signum)
-        return
-    # A section's restore never ran (the process forked inside one): put the original
-    # back and let it handle this signal.
-    original = _state.replaced.pop(signum, _signal.default_int_handler)
-    _signal.signal(signum, original)
-    if callable(original):
-        original(signum, frame)
+def entry(fn: F) -> F:
+    """Mark `fn` as a way into a change: a signal arriving at its start waits for it."""
+    _state.entries.add(id(fn.__code__))
+    return fn
 
 
-def _python_handled() -> list[int]:
-    # C-level iteration throughout: this runs twice per guard.
-    handled = list(compress(_SIGNALS, map(callable, map(_signal.getsignal, _SIGNALS))))
-    return [s for s in handled if _signal.getsignal(s) is not _record]
+def set_idle_check(idle: Callable[[], bool]) -> None:
+    """Tell when no guard is left (the handlers are then unwrapped)."""
+    _state.idle = idle
 
 
+@entry
+def _wrapper(signum: int, frame: FrameType | None) -> object:
+    """Every wrapped signal's handler: later during a change, at once anywhere else."""
+    if _state.depth > 0 or (frame is not None and id(frame.f_code) in _state.entries):
+        _state.pending.append((signum, frame))
+        return None
+    original = _state.originals.get(signum, _signal.default_int_handler)
+    return original(signum, frame) if callable(original) else None
+
+
+@entry
+def _wrap() -> None:
+    """Wrap every Python-level handler not wrapped yet (the user may have set one)."""
+    handlers = list(map(_signal.getsignal, _SIGNALS))
+    for signum in compress(_SIGNALS, map(callable, handlers)):
+        handler = _signal.getsignal(signum)
+        if handler is not _wrapper and callable(handler):
+            _state.originals[signum] = handler  # before the swap: the wrapper needs it
+            _signal.signal(signum, _wrapper)
+
+
+@entry
+def _unwrap() -> None:
+    """Put the original handlers back (a handler the user set meanwhile stays). A signal
+    pending at each swap is handled by the wrapper, which keeps it for `_deliver`; one
+    that lands in the instant after a swap meets its original handler."""
+    error: BaseException | None = None
+    for signum, original in list(_state.originals.items()):
+        try:
+            if _signal.getsignal(signum) is _wrapper:
+                _signal.signal(signum, original)  # type: ignore[arg-type]
+            _state.originals.pop(signum, None)  # (a handler run meanwhile may have done it)
+        except BaseException as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+@entry
 def protected(change: Callable[[], T], undo: Callable[[], object] | None = None) -> T:
     """Run `change` so that no signal handler runs until it is complete (or, if it raised
-    or a signal arrived meanwhile, undone by `undo`); then deliver the signals.
-
-    A signal whose handler returns (does not raise) does not abandon the change: it is
-    undone, the handler runs, and the change is made again.
-    """
+    or a signal arrived meanwhile, undone by `undo`); then deliver the signals."""
     if threading.get_ident() != _state.main:
         return _plain(change, undo)
-    if _state.depth > 0:  # nested in an open section of this thread
+    if _state.depth > 0:  # nested in an open change of this thread
         _state.depth += 1
         try:
             return _plain(change, undo)
@@ -90,57 +125,102 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
             return result  # type: ignore[return-value]
 
 
+@entry
 def _plain(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return change()
     except BaseException:
         if undo is not None:
             undo()
         raise
-
-
-def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tuple[bool, T | None]:
-    signals = _python_handled()  # nothing has changed yet: an interrupt here is harmless
-    saved: list = []
-    swap = map(_signal.signal, signals, repeat(_record))
-    _state.depth = 1  # before the swap: from its first instant the new handler records
-    try:
-        saved.extend(swap)  # one C call: every handler replaced, originals kept in order
-        _state.replaced = dict(zip(signals, saved, strict=True))
-        result = change()
-        if _state.pending and undo is not None:
-            raise _Interrupted
-    except _Interrupted:
-        undo()  # type: ignore[misc]
-        _close(signals, saved)  # a handler that raises ends it here
-        return False, None
-    except BaseException:
-        if not saved:  # the interrupt came before the swap: swap now, then undo
-            saved.extend(swap)
-        if undo is not None:
-            undo()
-        _close(signals, saved)
-        raise
-    _close(signals, saved)
-    return True, result
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _Interrupted(Exception):
     """A signal arrived during a change that must then be undone (raised internally)."""
 
 
-def _close(signals: list[int], saved: list) -> None:
-    """Put the handlers back and deliver what arrived, in order."""
-    restore = map(_signal.signal, signals, saved)
-    pending, _state.pending, _state.replaced = _state.pending, [], {}
+@entry
+def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tuple[bool, T | None]:
+    _wrap()  # a pending signal may be handled here: nothing has changed yet
+    _state.depth = 1
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = change()
+        if collecting:
+            gc.enable()
+        # The last look: from here to the return there is no point where a handler runs
+        # (for an entry: it leaves a guard in use, so nothing is unwrapped), and what did
+        # not arrive by now arrives in the caller's code, after the change.
+        if _state.pending and undo is not None:
+            raise _Interrupted
+    except _Interrupted:
+        _undo(undo, collecting)  # type: ignore[arg-type]
+        _state.depth = 0
+        _finish()  # a handler that raises ends it here; else the change is made again
+        return False, None
+    except BaseException:
+        if undo is not None:
+            _undo(undo, collecting)
+        elif collecting:
+            gc.enable()
+        _state.depth = 0
+        _finish()
+        raise
     _state.depth = 0
-    _consume(restore, 0)  # one C call; from here on the originals handle what comes
-    for signum in dict.fromkeys(pending):
-        _signal.raise_signal(signum)
+    if undo is None:  # an exit: the change stands, and raising from it now is fine
+        _finish()
+    return True, result  # an entry: no call since the last look, nothing landed
+
+
+@entry
+def _undo(undo: Callable[[], object], collecting: bool) -> None:
+    gc.disable()
+    try:
+        undo()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+@entry
+def _finish() -> None:
+    """After a change: the original handlers back if no guard is left, then the handlers
+    of the signals that waited."""
+    if _state.idle():
+        _unwrap()
+    if _state.pending:
+        _deliver()
+
+
+@entry
+def _deliver() -> None:
+    """Run the handlers of the signals that waited, in order; the first exception one
+    raises is raised once all have run."""
+    pending, _state.pending = _state.pending, []
+    error: BaseException | None = None
+    for signum, frame in pending:
+        handler = _state.originals.get(signum) or _signal.getsignal(signum)
+        if handler is _wrapper:
+            handler = _signal.default_int_handler
+        try:
+            if callable(handler):
+                handler(signum, frame)
+        except BaseException as exc:
+            error = error or exc
+    if error is not None:
+        raise error
 
 
 def reset_after_fork() -> None:
-    """A forked child's state: its main thread is the one that forked."""
+    """A forked child's state: its main thread is the one that forked, and it has no guard
+    (its parent's are over): the original handlers come back."""
     _state.main = threading.get_ident()
     _state.depth = 0
     _state.pending = []
+    _unwrap()

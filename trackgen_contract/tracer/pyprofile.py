@@ -38,14 +38,15 @@ Profile = Callable[[FrameType, str, object], None]
 class _Hook:
     """One thread's profile function and what it replaced."""
 
-    __slots__ = ("closing", "previous", "profile", "raised", "swapped", "users")
+    __slots__ = ("closing", "previous", "profile", "raised", "swapped", "swaps", "users")
 
     def __init__(self, previous: object) -> None:
         self.previous = previous
         self.users = 0
         self.raised = False  # a refusal raised from it, so CPython removed it
         self.closing: list[bool] = []  # non-empty: take the hook down at the next event
-        self.swapped: str | None = None  # how someone else changed the profile function
+        self.swaps = 0  # times someone else changed the profile function while it was ours
+        self.swapped = ""  # how, the last time
         self.profile: Profile | None = None
 
 
@@ -86,6 +87,7 @@ class ProfileCore:
                 hook = self._hooks[thread] = self._new_hook(hook)
             hook.users += 1
             hook.raised = False
+            tracer._swaps_seen = hook.swaps  # type: ignore[attr-defined]
         _install(hook.profile)  # also after a raise removed it
 
     def detach(self, tracer: object, thread: int) -> str | None:
@@ -95,7 +97,7 @@ class ProfileCore:
             hook = self._hooks.get(thread)
             if hook is None:
                 return None
-            blind = self._blind(hook, thread)
+            blind = self._blind(hook, thread, getattr(tracer, "_swaps_seen", hook.swaps))
             hook.users -= 1
             if hook.users > 0:
                 self._reinstall_after_raise(hook, thread)
@@ -132,24 +134,31 @@ class ProfileCore:
             fastpath.forget()  # nothing watched: no cache is worth its memory
             codecache.clear_all()
 
-    def _blind(self, hook: _Hook, thread: int) -> str | None:
+    def _blind(self, hook: _Hook, thread: int, since: int) -> str | None:
+        """Why the hook missed calls since the tracer started (`since`: its swap count
+        then), or None."""
+        swapped = hook.swaps != since
         if thread == threading.get_ident() and not hook.raised:
             current = sys.getprofile()
             if current is not hook.profile:
-                where = f" ({hook.swapped})" if hook.swapped else ""
+                where = f" ({hook.swapped})" if swapped else ""
                 return f"the profile function was replaced by {_describe(current)}{where}"
-        return None if hook.swapped is None else f"for a while, {hook.swapped}"
+        return f"for a while, {hook.swapped}" if swapped else None
 
     def _audit(self, event: str, args: tuple) -> None:
         # Every sys.setprofile (cProfile's enable() included) raises this audit event: one
         # made by anything but this core, while a hook of ours is in place in the thread,
         # leaves the hook blind for a while, even if the hook is put back before the end.
-        if event != "sys.setprofile" or _own.changing:
+        if event != "sys.setprofile":
+            return
+        if _own.changing or _own.raising:  # ours, or CPython taking down a hook that raised
+            _own.raising = False
             return
         hook = self._hooks.get(threading.get_ident())
-        if hook is not None and hook.swapped is None:
+        if hook is not None:
             caller = sys._getframe(1)
             where = f"{caller.f_code.co_filename}:{caller.f_lineno}" if caller else "C code"
+            hook.swaps += 1
             hook.swapped = f"the profile function was changed by sys.setprofile at {where}"
 
     def _new_hook(self, old: _Hook | None) -> _Hook:
@@ -208,8 +217,15 @@ class ProfileCore:
             self._dispatch(tracers, entry, frame)
         except BaseException:
             hook.raised = True
+            _own.raising = True  # CPython takes the hook down: not someone else's doing
             __tracebackhide__ = True  # read by pytest
             raise
+
+    def callback_codes(self) -> frozenset[int]:
+        return frozenset({id(self._make_profile(_Hook(None)).__code__)})
+
+    def idle(self) -> bool:
+        return not self._books.counts
 
     def reset_after_fork(self) -> None:
         hook = self._hooks.get(threading.get_ident())
@@ -235,6 +251,7 @@ class _Own(threading.local):
     """Set while this core changes the thread's profile function itself."""
 
     changing = False
+    raising = False
 
 
 _own = _Own()

@@ -168,6 +168,13 @@ class SysMonitoringCore:
 
         return on_start
 
+    def callback_codes(self) -> frozenset[int]:
+        callback = self._callback
+        return frozenset() if callback is None else frozenset({id(callback.__code__)})
+
+    def idle(self) -> bool:
+        return not self._books.counts
+
     def reset_after_fork(self) -> None:
         # The child inherited the parent's tool id and events: give them back.
         self._books.reset()
