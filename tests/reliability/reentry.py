@@ -64,7 +64,9 @@ def main() -> None:
         return False
 
     def guard_inside(frame) -> None:
-        """Enter a guard and breach it; note what happened."""
+        """Enter a guard and breach it; note what happened. (The handler re-arms its
+        timer first, so another one may run inside this guard's block and breach it too:
+        at least one breach is this guard's own.)"""
         kind = kinds[turn[0] % len(kinds)]
         turn[0] += 1
         where = "during enter/exit" if inside_the_package(frame) else "elsewhere"
@@ -72,11 +74,11 @@ def main() -> None:
             if kind == "host_sync":
                 with hot_path_guard(strict=False, allocation=False) as guard:
                     wp.synchronize()
-                ok = len(guard.violations) == 1
+                ok = len(guard.violations) >= 1
             elif kind == "allocation":
                 with no_allocation(strict=False) as guard:
                     wp.zeros(1, dtype=float, device="cpu")
-                ok = len(guard.violations) == 1
+                ok = len(guard.violations) >= 1
             else:
                 try:
                     with no_host_sync():

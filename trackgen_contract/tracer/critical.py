@@ -72,11 +72,28 @@ def set_idle_check(idle: Callable[[], bool]) -> None:
 @entry
 def _wrapper(signum: int, frame: FrameType | None) -> object:
     """Every wrapped signal's handler: later during a change, at once anywhere else."""
-    if _state.depth > 0 or (frame is not None and id(frame.f_code) in _state.entries):
+    if _state.depth > 0 or _on_the_way_in(frame):
         _state.pending.append((signum, frame))
         return None
     original = _state.originals.get(signum, _signal.default_int_handler)
     return original(signum, frame) if callable(original) else None
+
+
+_LOOK_UP = 3  # frames: an entry point, or a callback a hook of ours runs at its start
+
+
+def _on_the_way_in(frame: FrameType | None) -> bool:
+    """Whether `frame` is (at the start of) a way into a change. On 3.11 the profile
+    function of a guard still in place runs at the call of its own ``__exit__``: the
+    signal lands in it, one frame above."""
+    entries = _state.entries
+    for _ in range(_LOOK_UP):
+        if frame is None:
+            return False
+        if id(frame.f_code) in entries:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @entry

@@ -38,13 +38,16 @@ Profile = Callable[[FrameType, str, object], None]
 class _Hook:
     """One thread's profile function and what it replaced."""
 
-    __slots__ = ("closing", "previous", "profile", "raised", "swapped", "swaps", "users")
+    __slots__ = (
+        "closing", "previous", "probed", "profile", "raised", "swapped", "swaps", "users",
+    )  # fmt: skip
 
     def __init__(self, previous: object) -> None:
         self.previous = previous
         self.users = 0
         self.raised = False  # a refusal raised from it, so CPython removed it
         self.closing: list[bool] = []  # non-empty: take the hook down at the next event
+        self.probed = False  # the hook saw `_probe` run (see attach)
         self.swaps = 0  # times someone else changed the profile function while it was ours
         self.swapped = ""  # how, the last time
         self.profile: Profile | None = None
@@ -89,6 +92,17 @@ class ProfileCore:
             hook.raised = False
             tracer._swaps_seen = hook.swaps  # type: ignore[attr-defined]
         _install(hook.profile)  # also after a raise removed it
+        hook.probed = False
+        _probe()
+        if not hook.probed:
+            # CPython 3.11 does not always start profiling the frame that is running (a
+            # finaliser run by the collector in the middle of other code): refuse.
+            self.detach(tracer, thread)
+            raise RuntimeError(
+                "a guard or Tracer cannot start here: Python 3.11 does not report the calls "
+                "of this frame to a profile function installed in it (a finaliser run by the "
+                "garbage collector, say)"
+            )
 
     def detach(self, tracer: object, thread: int) -> str | None:
         books = self._books
@@ -127,7 +141,7 @@ class ProfileCore:
         for key in [k for k in self._watched if k not in wanted]:
             del self._watched[key]
         self._watched.update(wanted)
-        names = {entry.code.co_name for entry in wanted.values()}
+        names = {entry.code.co_name for entry in wanted.values()} | {_PROBE.co_name}
         self._names.intersection_update(names)
         self._names.update(names)
         if not wanted:
@@ -190,6 +204,8 @@ class ProfileCore:
                         tracers = active()
                         if tracers:
                             self._judge(tracers, entry, frame, hook)
+                    elif code is _PROBE:
+                        hook.probed = True
             elif closing:
                 _restore(hook.previous)
 
@@ -222,7 +238,9 @@ class ProfileCore:
             raise
 
     def callback_codes(self) -> frozenset[int]:
-        return frozenset({id(self._make_profile(_Hook(None)).__code__)})
+        # The hook, and the audit hook: CPython reports no event while either runs.
+        hook = self._make_profile(_Hook(None)).__code__
+        return frozenset({id(hook), id(self._audit.__code__), id(self._judge.__code__)})
 
     def idle(self) -> bool:
         return not self._books.counts
@@ -247,10 +265,18 @@ def _describe(profile: object) -> str:
     return f"a {kind.__module__}.{kind.__qualname__} object"
 
 
-class _Own(threading.local):
-    """Set while this core changes the thread's profile function itself."""
+def _probe() -> None:
+    """Called once a hook is installed: the hook must see it."""
 
-    changing = False
+
+_PROBE = _probe.__code__
+
+
+class _Own(threading.local):
+    """Counts while this core changes the thread's profile function itself (a signal
+    handler may start a guard inside such a change: nested)."""
+
+    changing = 0
     raising = False
 
 
@@ -258,17 +284,17 @@ _own = _Own()
 
 
 def _install(profile: object) -> None:
-    _own.changing = True
+    _own.changing += 1
     try:
         sys.setprofile(profile)  # type: ignore[arg-type]
     finally:
-        _own.changing = False
+        _own.changing -= 1
 
 
 def _restore(previous: object) -> None:
     # cProfile installs a C hook; sys.getprofile() returns its Profile object, which is not
     # callable: enable() is how it puts its hook back.
-    _own.changing = True
+    _own.changing += 1
     try:
         if previous is not None and not callable(previous) and hasattr(previous, "enable"):
             sys.setprofile(None)
@@ -276,4 +302,4 @@ def _restore(previous: object) -> None:
         else:
             sys.setprofile(previous)  # type: ignore[arg-type]
     finally:
-        _own.changing = False
+        _own.changing -= 1
