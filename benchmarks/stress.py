@@ -234,6 +234,22 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         document = {"machine": facts, "quick": quick, "results": results}
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+    if found_wrong(results):
+        sys.exit("stress: something was left armed, recorded wrongly or leaked (see above)")
+
+
+def found_wrong(results: dict) -> bool:
+    """Whether any part left something armed, recorded wrongly, failed or leaked."""
+    loop, load, storm, forks = (results[k] for k in ("cycles", "threads", "storm", "forks"))
+    return bool(
+        loop["left"]
+        or load["left"]
+        or load["wrong"]
+        or load["errors"]
+        or storm.get("problems")
+        or forks.get("problems")
+        or loop["objects_after"] > loop["objects_before"]
+    )
 
 
 if __name__ == "__main__":
