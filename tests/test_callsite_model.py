@@ -35,7 +35,7 @@ MODULES = [
     "collections",
     "functools",
     "logging",
-    "pathlib._local" if sys.version_info >= (3, 13) else "pathlib",
+    "tokenize",
     "enum",
     "email.message",
     "concurrent.futures.thread",
