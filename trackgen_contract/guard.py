@@ -283,12 +283,15 @@ class HotPathGuard:
         return [v.array for v in self.violations if hasattr(v.array, "shape")]
 
     def report(self) -> str:
-        """Every recorded breach, grouped by category, one per line; and, for a blind
-        guard, why its record is incomplete."""
-        report = format_report(self.violations)
+        """Every recorded breach, grouped by category, one per line, then the breaches line
+        pragmas accepted; and, for a blind guard, why its record is incomplete."""
+        report = format_report(self.violations, allowed=self.allowed)
         if self.blind is None:
             return report
-        return f"{report}\nthe guard did not see every call in its block: {self.blind}"
+        return (
+            f"{report}\nbut the guard did not see every call in its block, so it cannot "
+            f"vouch for it: {self.blind}"
+        )
 
     def raise_for_violations(self) -> None:
         """Raise `HotPathViolation` with the report if any breach was recorded (or the
