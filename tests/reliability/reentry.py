@@ -95,11 +95,20 @@ def main() -> None:
     running = [True]
 
     if args.mode == "signal":
+        busy = [False]
 
         def alarm(signum: int, frame) -> None:
-            if running[0]:
-                signal.setitimer(signal.ITIMER_REAL, rng.uniform(10e-6, 400e-6))
-                guard_inside(frame)
+            # Not inside itself: a handler that re-arms a 10 us timer and runs a guard
+            # would otherwise nest without bound and end in a RecursionError of its own.
+            if not running[0]:
+                return
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(10e-6, 400e-6))
+            if not busy[0]:
+                busy[0] = True
+                try:
+                    guard_inside(frame)
+                finally:
+                    busy[0] = False
 
         signal.signal(signal.SIGALRM, alarm)
         signal.setitimer(signal.ITIMER_REAL, 100e-6)

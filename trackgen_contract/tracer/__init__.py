@@ -119,7 +119,7 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
 def _inside_callback() -> bool:
     """Whether this thread is inside the core's callback (a signal handler or finaliser
     that ran there): CPython reports no event until it returns."""
-    callbacks = _core.callback_codes() | {id(dispatch.__code__)}
+    callbacks = _core.callback_codes()
     frame = sys._getframe(2)
     while frame is not None:
         if id(frame.f_code) in callbacks:

@@ -52,6 +52,7 @@ class _State:
         self.pending: list[tuple[int, FrameType | None]] = []
         self.originals: dict[int, object] = {}  # signal -> the handler its wrapper calls
         self.entries: set[int] = set()  # id(code) of the functions that lead to a change
+        self.swapping = False  # handlers are being wrapped or unwrapped
         self.idle: Callable[[], bool] = lambda: True  # no guard left: unwrap
 
 
@@ -99,12 +100,18 @@ def _on_the_way_in(frame: FrameType | None) -> bool:
 @entry
 def _wrap() -> None:
     """Wrap every Python-level handler not wrapped yet (the user may have set one)."""
-    handlers = list(map(_signal.getsignal, _SIGNALS))
-    for signum in compress(_SIGNALS, map(callable, handlers)):
-        handler = _signal.getsignal(signum)
-        if handler is not _wrapper and callable(handler):
-            _state.originals[signum] = handler  # before the swap: the wrapper needs it
-            _signal.signal(signum, _wrapper)
+    if _state.swapping:
+        return  # a handler run by signal.signal below entered a guard: the outer one wraps
+    _state.swapping = True
+    try:
+        handlers = list(map(_signal.getsignal, _SIGNALS))
+        for signum in compress(_SIGNALS, map(callable, handlers)):
+            handler = _signal.getsignal(signum)
+            if handler is not _wrapper and callable(handler):
+                _state.originals[signum] = handler  # before the swap: the wrapper needs it
+                _signal.signal(signum, _wrapper)
+    finally:
+        _state.swapping = False
 
 
 @entry
@@ -112,14 +119,20 @@ def _unwrap() -> None:
     """Put the original handlers back (a handler the user set meanwhile stays). A signal
     pending at each swap is handled by the wrapper, which keeps it for `_deliver`; one
     that lands in the instant after a swap meets its original handler."""
+    if _state.swapping:
+        return  # nested in a swap of this thread's: the outer one finishes it
+    _state.swapping = True
     error: BaseException | None = None
-    for signum, original in list(_state.originals.items()):
-        try:
-            if _signal.getsignal(signum) is _wrapper:
-                _signal.signal(signum, original)  # type: ignore[arg-type]
-            _state.originals.pop(signum, None)  # (a handler run meanwhile may have done it)
-        except BaseException as exc:
-            error = error or exc
+    try:
+        for signum, original in list(_state.originals.items()):
+            try:
+                if _signal.getsignal(signum) is _wrapper:
+                    _signal.signal(signum, original)  # type: ignore[arg-type]
+                _state.originals.pop(signum, None)
+            except BaseException as exc:
+                error = error or exc
+    finally:
+        _state.swapping = False
     if error is not None:
         raise error
 
@@ -163,7 +176,11 @@ class _Interrupted(Exception):
 
 @entry
 def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tuple[bool, T | None]:
-    _wrap()  # a pending signal may be handled here: nothing has changed yet
+    if undo is not None or not _state.originals:
+        # An entry (an exit relies on the wrappers its entry put in place; a handler set
+        # meanwhile is wrapped by the next entry). A pending signal may be handled here:
+        # nothing has changed yet.
+        _wrap()
     _state.depth = 1
     collecting = gc.isenabled()
     gc.disable()

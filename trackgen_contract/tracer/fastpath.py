@@ -58,6 +58,29 @@ _size = [0]
 statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
 
 
+class _Quiet:
+    """The last answer of `quiet`: for which tracers, in which thread."""
+
+    tracers: tuple | None = None
+    thread = 0
+    mine: tuple | None = None
+
+
+last = _Quiet()
+
+
+def quiet(tracers: tuple, thread: int) -> tuple | None:
+    """The tracers of `thread` among `tracers` if none of them asks for every call (a clean
+    call may then skip them all), else None. Remembered for the last tuple: a context's
+    tuple is replaced, not changed, when a tracer starts or stops there."""
+    if tracers is last.tracers and thread == last.thread:
+        return last.mine
+    mine = tuple(t for t in tracers if t._thread == thread)
+    answer = None if any(t.every_call for t in mine) else mine
+    last.tracers, last.thread, last.mine = tracers, thread, answer
+    return answer
+
+
 def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
     """Remember the call site `caller` is executing as clean for `callee`, when the site
     can be recognised again cheaply. `stream` names the callee's stream parameter."""
@@ -91,6 +114,7 @@ def forget() -> None:
     table.clear()
     statics.clear()
     _size[0] = 0
+    last.tracers = last.mine = None  # it holds tracers, and so their guards' records
 
 
 def static_fields(caller: FrameType, callee: CodeType) -> dict | None:

@@ -66,6 +66,7 @@ class ProfileCore:
         self._names: set[str] = set()  # their code objects' names: a cheap first filter
         self._synced = 0  # the books' version last applied
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
+        self._callback_codes: frozenset[int] | None = None  # see callback_codes
         sys.addaudithook(self._audit)  # for good: audit hooks cannot be removed
 
     def hold(self, entries: tuple[Entry, ...]) -> None:
@@ -223,9 +224,8 @@ class ProfileCore:
                 and clean.caller is caller.f_code  # type: ignore[union-attr]
                 and (clean.check is None or clean.check(caller))  # type: ignore[arg-type]
             ):
-                me = threading.get_ident()
-                mine = [t for t in tracers if t._thread == me]
-                if not any(t.every_call for t in mine):
+                mine = fastpath.quiet(tracers, threading.get_ident())
+                if mine is not None:
                     for tracer in mine:
                         tracer.clean_calls += 1
                     return
@@ -239,8 +239,18 @@ class ProfileCore:
 
     def callback_codes(self) -> frozenset[int]:
         # The hook, and the audit hook: CPython reports no event while either runs.
-        hook = self._make_profile(_Hook(None)).__code__
-        return frozenset({id(hook), id(self._audit.__code__), id(self._judge.__code__)})
+        if self._callback_codes is None:
+            hook = self._make_profile(_Hook(None)).__code__
+            self._callback_codes = frozenset(
+                id(code)
+                for code in (
+                    hook,
+                    self._audit.__code__,
+                    self._judge.__code__,
+                    self._dispatch.__code__,
+                )
+            )
+        return self._callback_codes
 
     def idle(self) -> bool:
         return not self._books.counts

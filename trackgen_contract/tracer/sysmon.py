@@ -44,6 +44,7 @@ class SysMonitoringCore:
         self._armed: dict[int, CodeType] = {}  # id(code) -> code with events set
         self._synced = 0  # the books' version last armed
         self._callback: Callable[[CodeType, int], None] | None = None
+        self._callback_codes: frozenset[int] | None = None  # id() of its code and dispatch's
 
     @property
     def tool_id(self) -> int | None:
@@ -132,6 +133,7 @@ class SysMonitoringCore:
         # caller's frame alone (see fastpath) before any WarpCall is made.
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
         entries, clean_sites, ident = installed().by_id, fastpath.table, threading.get_ident
+        quiet, last = fastpath.quiet, fastpath.last
 
         def on_start(code: CodeType, offset: int) -> None:
             tracers = active()
@@ -151,13 +153,12 @@ class SysMonitoringCore:
                     and (clean.check is None or clean.check(caller))
                 ):
                     me = ident()
-                    for tracer in tracers:
-                        if tracer.every_call and tracer._thread == me:
-                            break
-                    else:
-                        for tracer in tracers:
-                            if tracer._thread == me:
-                                tracer.clean_calls += 1
+                    mine = last.mine
+                    if tracers is not last.tracers or me != last.thread:
+                        mine = quiet(tracers, me)
+                    if mine is not None:
+                        for tracer in mine:
+                            tracer.clean_calls += 1
                         return
             try:
                 # frame_of(1) is the watched function's frame, about to run its body.
@@ -170,7 +171,9 @@ class SysMonitoringCore:
 
     def callback_codes(self) -> frozenset[int]:
         callback = self._callback
-        return frozenset() if callback is None else frozenset({id(callback.__code__)})
+        if self._callback_codes is None and callback is not None:
+            self._callback_codes = frozenset({id(callback.__code__), id(self._dispatch.__code__)})
+        return self._callback_codes or frozenset()
 
     def idle(self) -> bool:
         return not self._books.counts
