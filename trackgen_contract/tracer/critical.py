@@ -53,6 +53,7 @@ class _State:
         self.originals: dict[int, object] = {}  # signal -> the handler its wrapper calls
         self.entries: set[int] = set()  # id(code) of the functions that lead to a change
         self.swapping = False  # handlers are being wrapped or unwrapped
+        self.arrivals: dict[int, int] = {}  # signal -> times its wrapper ran
         self.idle: Callable[[], bool] = lambda: True  # no guard left: unwrap
 
 
@@ -73,6 +74,7 @@ def set_idle_check(idle: Callable[[], bool]) -> None:
 @entry
 def _wrapper(signum: int, frame: FrameType | None) -> object:
     """Every wrapped signal's handler: later during a change, at once anywhere else."""
+    _state.arrivals[signum] = _state.arrivals.get(signum, 0) + 1
     if _state.depth > 0 or _on_the_way_in(frame):
         _state.pending.append((signum, frame))
         return None
@@ -124,7 +126,10 @@ def _unwrap() -> None:
     _state.swapping = True
     error: BaseException | None = None
     try:
-        for signum, original in list(_state.originals.items()):
+        # The busiest signal last: once unwrapped, its own handler may raise at the next
+        # point where handlers run, and the others would stay wrapped.
+        order = sorted(_state.originals.items(), key=lambda i: _state.arrivals.get(i[0], 0))
+        for signum, original in order:
             try:
                 if _signal.getsignal(signum) is _wrapper:
                     _signal.signal(signum, original)  # type: ignore[arg-type]
