@@ -73,3 +73,37 @@ class Books:
             table.clear()
         self.version += 1
         self.syncing = False
+
+
+class ArmingCore:
+    """What both cores share: books, and holding or releasing a list of entries under
+    their lock. A subclass provides `_sync`, which arms what the books want."""
+
+    def __init__(self) -> None:
+        self._books = Books()
+
+    def hold(self, entries: tuple[Entry, ...]) -> None:
+        """Keep `entries` armed (counted) until `release`."""
+        books = self._books
+        with books.lock:
+            books.add(entries)
+            try:
+                self._sync()
+            except BaseException:  # arming failed (no tool id free): hold nothing
+                books.remove(entries)
+                self._sync()
+                raise
+
+    def release(self, entries: tuple[Entry, ...]) -> None:
+        """Undo one `hold`."""
+        books = self._books
+        with books.lock:
+            books.remove(entries)
+            self._sync()
+
+    def idle(self) -> bool:
+        """Whether nothing is held."""
+        return not self._books.counts
+
+    def _sync(self) -> None:
+        raise NotImplementedError

@@ -14,8 +14,11 @@ CPython removes a profile function that raises. A strict guard raises from it to
 call, so after such a raise the hook is gone until the next tracer starts in that thread;
 calls made in between (after the code under test swallowed the violation) are not seen,
 and the block still fails on exit with the violation it raised. A hook replaced or removed
-by anything else (``sys.setprofile(None)``, ``cProfile.Profile().enable()``) is reported
-when the tracer stops: its calls from then on were not seen.
+by anything else (``sys.setprofile(None)``, ``cProfile.Profile().enable()``) and not put
+back is reported when the tracer stops: its calls from then on were not seen. (One put
+back before then goes unnoticed: an audit hook would see every swap, but CPython 3.11
+raises an audit event at every ``frame.f_code`` read, and an audit hook cannot be
+removed: it would slow every profiled call for the rest of the process.)
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from types import FrameType
 from .. import codecache
 from ..registry import Entry
 from . import fastpath
-from .arming import Books
+from .arming import ArmingCore
 from .call import Dispatch
 
 Profile = Callable[[FrameType, str, object], None]
@@ -39,7 +42,7 @@ class _Hook:
     """One thread's profile function and what it replaced."""
 
     __slots__ = (
-        "closing", "previous", "probed", "profile", "raised", "swapped", "swaps", "users",
+        "closing", "previous", "probed", "profile", "raised", "users",
     )  # fmt: skip
 
     def __init__(self, previous: object) -> None:
@@ -48,38 +51,23 @@ class _Hook:
         self.raised = False  # a refusal raised from it, so CPython removed it
         self.closing: list[bool] = []  # non-empty: take the hook down at the next event
         self.probed = False  # the hook saw `_probe` run (see attach)
-        self.swaps = 0  # times someone else changed the profile function while it was ours
-        self.swapped = ""  # how, the last time
         self.profile: Profile | None = None
 
 
-class ProfileCore:
+class ProfileCore(ArmingCore):
     """Installs a profile function in each thread with a running tracer."""
 
     name = "sys.setprofile"
 
     def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
+        super().__init__()
         self._active = active
         self._dispatch = dispatch
-        self._books = Books()
         self._watched: dict[int, Entry] = {}  # id(code) -> entry: what the hooks look for
         self._names: set[str] = set()  # their code objects' names: a cheap first filter
         self._synced = 0  # the books' version last applied
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
         self._callback_codes: frozenset[int] | None = None  # see callback_codes
-        sys.addaudithook(self._audit)  # for good: audit hooks cannot be removed
-
-    def hold(self, entries: tuple[Entry, ...]) -> None:
-        books = self._books
-        with books.lock:
-            books.add(entries)
-            self._sync()
-
-    def release(self, entries: tuple[Entry, ...]) -> None:
-        books = self._books
-        with books.lock:
-            books.remove(entries)
-            self._sync()
 
     def attach(self, tracer: object) -> None:
         books = self._books
@@ -91,7 +79,6 @@ class ProfileCore:
                 hook = self._hooks[thread] = self._new_hook(hook)
             hook.users += 1
             hook.raised = False
-            tracer._swaps_seen = hook.swaps  # type: ignore[attr-defined]
         _install(hook.profile)  # also after a raise removed it
         hook.probed = False
         _probe()
@@ -112,7 +99,7 @@ class ProfileCore:
             hook = self._hooks.get(thread)
             if hook is None:
                 return None
-            blind = self._blind(hook, thread, getattr(tracer, "_swaps_seen", hook.swaps))
+            blind = self._blind(hook, thread)
             hook.users -= 1
             if hook.users > 0:
                 self._reinstall_after_raise(hook, thread)
@@ -149,32 +136,14 @@ class ProfileCore:
             fastpath.forget()  # nothing watched: no cache is worth its memory
             codecache.clear_all()
 
-    def _blind(self, hook: _Hook, thread: int, since: int) -> str | None:
-        """Why the hook missed calls since the tracer started (`since`: its swap count
-        then), or None."""
-        swapped = hook.swaps != since
-        if thread == threading.get_ident() and not hook.raised:
-            current = sys.getprofile()
-            if current is not hook.profile:
-                where = f" ({hook.swapped})" if swapped else ""
-                return f"the profile function was replaced by {_describe(current)}{where}"
-        return f"for a while, {hook.swapped}" if swapped else None
-
-    def _audit(self, event: str, args: tuple) -> None:
-        # Every sys.setprofile (cProfile's enable() included) raises this audit event: one
-        # made by anything but this core, while a hook of ours is in place in the thread,
-        # leaves the hook blind for a while, even if the hook is put back before the end.
-        if event != "sys.setprofile":
-            return
-        if _own.changing or _own.raising:  # ours, or CPython taking down a hook that raised
-            _own.raising = False
-            return
-        hook = self._hooks.get(threading.get_ident())
-        if hook is not None:
-            caller = sys._getframe(1)
-            where = f"{caller.f_code.co_filename}:{caller.f_lineno}" if caller else "C code"
-            hook.swaps += 1
-            hook.swapped = f"the profile function was changed by sys.setprofile at {where}"
+    def _blind(self, hook: _Hook, thread: int) -> str | None:
+        """Why the hook missed calls (it was replaced, and still is), or None."""
+        if thread != threading.get_ident() or hook.raised:
+            return None
+        current = sys.getprofile()
+        if current is hook.profile:
+            return None
+        return f"the profile function was replaced by {_describe(current)}"
 
     def _new_hook(self, old: _Hook | None) -> _Hook:
         previous = sys.getprofile()
@@ -233,7 +202,6 @@ class ProfileCore:
             self._dispatch(tracers, entry, frame)
         except BaseException:
             hook.raised = True
-            _own.raising = True  # CPython takes the hook down: not someone else's doing
             __tracebackhide__ = True  # read by pytest
             raise
 
@@ -245,15 +213,11 @@ class ProfileCore:
                 id(code)
                 for code in (
                     hook,
-                    self._audit.__code__,
                     self._judge.__code__,
                     self._dispatch.__code__,
                 )
             )
         return self._callback_codes
-
-    def idle(self) -> bool:
-        return not self._books.counts
 
     def reset_after_fork(self) -> None:
         hook = self._hooks.get(threading.get_ident())
@@ -282,34 +246,15 @@ def _probe() -> None:
 _PROBE = _probe.__code__
 
 
-class _Own(threading.local):
-    """Counts while this core changes the thread's profile function itself (a signal
-    handler may start a guard inside such a change: nested)."""
-
-    changing = 0
-    raising = False
-
-
-_own = _Own()
-
-
 def _install(profile: object) -> None:
-    _own.changing += 1
-    try:
-        sys.setprofile(profile)  # type: ignore[arg-type]
-    finally:
-        _own.changing -= 1
+    sys.setprofile(profile)  # type: ignore[arg-type]
 
 
 def _restore(previous: object) -> None:
     # cProfile installs a C hook; sys.getprofile() returns its Profile object, which is not
     # callable: enable() is how it puts its hook back.
-    _own.changing += 1
-    try:
-        if previous is not None and not callable(previous) and hasattr(previous, "enable"):
-            sys.setprofile(None)
-            previous.enable()
-        else:
-            sys.setprofile(previous)  # type: ignore[arg-type]
-    finally:
-        _own.changing -= 1
+    if previous is not None and not callable(previous) and hasattr(previous, "enable"):
+        sys.setprofile(None)
+        previous.enable()
+    else:
+        sys.setprofile(previous)  # type: ignore[arg-type]

@@ -24,22 +24,22 @@ from types import CodeType
 from .. import codecache
 from ..registry import Entry, installed
 from . import fastpath
-from .arming import Books
+from .arming import ArmingCore
 from .call import Dispatch
 
 _TOOL_NAME = "trackgen_contract"
 _PREFERRED_IDS = (3, 4, 5, 2, 1, 0)
 
 
-class SysMonitoringCore:
+class SysMonitoringCore(ArmingCore):
     """Arms local PY_START events on the watched code objects the running tracers need."""
 
     name = "sys.monitoring"
 
     def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
+        super().__init__()
         self._active = active
         self._dispatch = dispatch
-        self._books = Books()
         self._tool: int | None = None
         self._armed: dict[int, CodeType] = {}  # id(code) -> code with events set
         self._synced = 0  # the books' version last armed
@@ -50,23 +50,6 @@ class SysMonitoringCore:
     def tool_id(self) -> int | None:
         """The ``sys.monitoring`` tool id held while armed."""
         return self._tool
-
-    def hold(self, entries: tuple[Entry, ...]) -> None:
-        books = self._books
-        with books.lock:
-            books.add(entries)
-            try:
-                self._sync()
-            except BaseException:
-                books.remove(entries)
-                self._sync()
-                raise
-
-    def release(self, entries: tuple[Entry, ...]) -> None:
-        books = self._books
-        with books.lock:
-            books.remove(entries)
-            self._sync()
 
     def attach(self, tracer: object) -> None:
         self.hold(tracer.entries)  # type: ignore[attr-defined]
@@ -174,9 +157,6 @@ class SysMonitoringCore:
         if self._callback_codes is None and callback is not None:
             self._callback_codes = frozenset({id(callback.__code__), id(self._dispatch.__code__)})
         return self._callback_codes or frozenset()
-
-    def idle(self) -> bool:
-        return not self._books.counts
 
     def reset_after_fork(self) -> None:
         # The child inherited the parent's tool id and events: give them back.
