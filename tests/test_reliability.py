@@ -482,9 +482,13 @@ def _user_profile(frame, event, arg):
     return None
 
 
+# Held for the whole module: a profiler freed while installed would uninstall itself from
+# its destructor, inside the test's own sys.setprofile(None).
+_PROFILER = cProfile.Profile()
+
 REPLACEMENTS = {
     "setprofile(None)": (lambda: sys.setprofile(None), "sys.setprofile(None)"),
-    "cProfile": (lambda: cProfile.Profile().enable(), "cProfile"),
+    "cProfile": (_PROFILER.enable, "cProfile"),
     "own profile function": (lambda: sys.setprofile(_user_profile), "_user_profile"),
 }
 
@@ -500,12 +504,14 @@ def test_a_replaced_profile_hook_makes_the_guard_blind(replace, arr):
         assert not guard.ok
         assert named in (guard.blind or ""), guard.blind
     finally:
+        _PROFILER.disable()
         sys.setprofile(None)
     try:
         with pytest.raises(HotPathViolation, match=named.replace("(", r"\(").replace(")", r"\)")):
             with hot_path_guard():
                 take_over()
     finally:
+        _PROFILER.disable()
         sys.setprofile(None)
     with hot_path_guard() as after:  # the next guard sees again
         pass

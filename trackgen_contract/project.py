@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -40,19 +41,35 @@ def relative_path(filename: str, root: Path) -> str | None:
 
 
 def portable_path(filename: str, root: Path) -> str:
-    """A path for `filename` that is the same on every machine: relative to the project
-    root, else to the ``sys.path`` entry that holds it (``warp/examples/core/x.py``), else
-    as given."""
+    """A path for `filename` that is the same on every machine: an installed package's file
+    relative to its site-packages (``warp/examples/core/x.py``, even from a virtual
+    environment inside the project), else relative to the project root, else to the
+    ``sys.path`` entry that holds it, else as given."""
+    real = os.path.realpath(filename)
+    installed = _longest_base(real, _installed_entries())
+    if installed:
+        return Path(real[len(installed) :]).as_posix()
     inside = relative_path(filename, root)
     if inside is not None:
         return inside
-    real = os.path.realpath(filename)
+    base = _longest_base(real, (entry or os.getcwd() for entry in sys.path))
+    return Path(real[len(base) :]).as_posix() if base else filename
+
+
+def _installed_entries() -> list[str]:
+    """The ``sys.path`` entries that hold installed distributions, not the project's code."""
+    installed = {"site-packages", "dist-packages"}
+    return [entry for entry in sys.path if entry and os.path.basename(entry) in installed]
+
+
+def _longest_base(real: str, entries: Iterable[str]) -> str | None:
+    """The longest of `entries` (as directory prefixes) that `real` lies below."""
     best = None
-    for entry in sys.path:
-        base = os.path.join(os.path.realpath(entry or os.getcwd()), "")
+    for entry in entries:
+        base = os.path.join(os.path.realpath(entry), "")
         if real.startswith(base) and (best is None or len(base) > len(best)):
             best = base
-    return Path(real[len(best) :]).as_posix() if best else filename
+    return best
 
 
 def check_writable(path: str, option: str) -> None:
