@@ -8,7 +8,6 @@ thread: the last one out puts it back).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 _HEADROOM = 200  # frames: far more than judging one call takes
@@ -40,8 +39,10 @@ class _Headroom:
         """Put the user's limit back once nobody is judging (where the stack is too deep
         for it still, a later call does it)."""
         if self.users == 0 and sys.getrecursionlimit() == self.saved + _HEADROOM:
-            with contextlib.suppress(RecursionError):
+            try:  # not contextlib.suppress: this runs at every judged call
                 sys.setrecursionlimit(self.saved)
+            except RecursionError:
+                pass
 
     def reset_after_fork(self) -> None:
         """A forked child's judging threads are gone."""
