@@ -377,6 +377,15 @@ def _cells(count, tag, array, codes):
         namespace.clear()  # what a notebook does when the cell's names go
 
 
+def _skip_if_kept_unguarded(codes):
+    """Skip where something other than a guard keeps dead cells' code alive: coverage's
+    sys.monitoring core holds every code object it has seen, for good."""
+    gc.collect()
+    kept = sum(ref() is not None for ref in codes)
+    if kept:
+        pytest.skip(f"{kept} of {len(codes)} cells' code objects are kept with no guard")
+
+
 def _window_growth(tag, array, codes, *, warm, window):
     _cells(warm, tag, array, codes)
     first = _rss_mib()
@@ -392,6 +401,7 @@ def test_twenty_thousand_generated_cells_under_one_guard_do_not_pile_up(arr2):
     warm, window = 2_000, 9_000
     base_codes, codes = [], []
     _, base_growth = _window_growth("unguarded", arr2, base_codes, warm=warm, window=window)
+    _skip_if_kept_unguarded(base_codes)
     guard = hot_path_guard(strict=False)
     with guard:
         first, second = _window_growth("guarded", arr2, codes, warm=warm, window=window)
@@ -408,6 +418,9 @@ def test_twenty_thousand_generated_cells_under_one_guard_do_not_pile_up(arr2):
 
 
 def test_cells_each_under_its_own_guard_leave_nothing_behind(arr2):
+    unguarded = []
+    _cells(50, "unguarded", arr2, unguarded)
+    _skip_if_kept_unguarded(unguarded)
     codes = []
     for index in range(1_000):
         with hot_path_guard(strict=False) as guard:
