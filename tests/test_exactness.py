@@ -707,7 +707,19 @@ def test_a_thread_running_a_copy_of_the_guarded_context_is_not_guarded(arr, run_
 # --- counting: one user construct, one violation; only real allocations -------------------
 
 
+def _cpu_capture_works() -> bool:
+    """Whether this Warp records graphs on the CPU (1.19 does; older ones fail in Warp)."""
+    try:
+        wp.capture_begin(device="cpu")
+        wp.capture_end(device="cpu")
+    except Exception:
+        return False
+    return True
+
+
 def test_scoped_capture_is_one_capture_violation(arr):
+    if not _cpu_capture_works():
+        pytest.skip(f"warp-lang {wp.config.version} cannot record a graph on the CPU")
     with hot_path_guard(strict=False, stream=False) as guard:
         with wp.ScopedCapture(device="cpu"):
             wp.launch(add_one, 8, inputs=[arr], device="cpu", stream=None)

@@ -2,6 +2,8 @@
 user called, and the user's lines in a program Warp ships. Through a subprocess."""
 
 import shlex
+import subprocess
+import sys
 
 import pytest
 from test_cli import BREACHES, load, program, trace
@@ -17,7 +19,17 @@ def wave(tmp_path_factory):
     out = tmp_path_factory.mktemp("wave") / "r.json"
     args = ("--device", "cpu", "--stage-path", "None", "--num-frames", "20")
     status, _, err = trace("--json", out, "-m", WAVE, *args)
-    return status, err, load(out)
+    document = load(out)
+    if document["program_status"] != 0 and _plain_run_fails(WAVE, *args):
+        pytest.skip(f"{WAVE} fails with these arguments even without the tracer")
+    return status, err, document
+
+
+def _plain_run_fails(module, *args):
+    """Whether the installed Warp's example fails run plainly (an older Warp's example
+    needs USD for its output)."""
+    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, timeout=300)
+    return done.returncode != 0
 
 
 def test_a_warp_example_names_its_own_lines(wave):
