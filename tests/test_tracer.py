@@ -382,3 +382,80 @@ def test_a_refusal_is_shown_from_the_users_call(arr):
         gen.sync()
     names = [entry.name for entry in info.traceback]
     assert "sync" in names and "refuse" not in names
+
+
+# --- keep_armed(): guards by the hundred, and nothing held after ---------------------------
+
+
+def _breaches(arr):
+    with hot_path_guard(strict=False) as guard:
+        gen.launch_with_stream(arr)
+        gen.read_back(arr)
+    return [v.category for v in guard.violations]
+
+
+def test_guards_inside_keep_armed_judge_as_outside_and_nothing_is_held_after(arr):
+    alone = _breaches(arr)
+    with trackgen_contract.tracer.keep_armed():
+        inside = [_breaches(arr) for _ in range(3)]
+        if SYSMON:  # armed between the guards: that is what makes them cheap
+            held, armed = monitoring_state()
+            assert held and "wp.launch" in armed
+        with pytest.raises(trackgen_contract.HotPathViolation):
+            with hot_path_guard():
+                gen.read_back(arr)
+    assert alone == ["host_sync"] and inside == [alone] * 3
+    assert_nothing_left()
+    with hot_path_guard() as after:  # the next bare guard arms and disarms as usual
+        gen.launch_with_stream(arr)
+    assert after.ok
+    assert_nothing_left()
+
+
+def test_keep_armed_alone_watches_nothing_and_refuses_nothing(arr):
+    with trackgen_contract.tracer.keep_armed():
+        gen.read_back(arr)  # no guard: an ordinary call
+        assert not getattr(sys.getprofile(), "__qualname__", "").startswith("ProfileCore.")
+    assert_nothing_left()
+
+
+def test_keep_armed_blocks_nest_and_end_on_an_exception(arr):
+    outer = trackgen_contract.tracer.keep_armed()
+    with pytest.raises(ValueError, match="in the block"):
+        with outer:
+            with trackgen_contract.tracer.keep_armed():
+                assert _breaches(arr) == ["host_sync"]
+            assert _breaches(arr) == ["host_sync"]  # the outer block holds still
+            raise ValueError("in the block")
+    assert_nothing_left()
+    with outer:  # a block object may be used again once it ended
+        pass
+    assert_nothing_left()
+
+
+def test_a_keep_armed_block_entered_twice_is_refused(arr):
+    block = trackgen_contract.tracer.keep_armed()
+    with block:
+        with pytest.raises(RuntimeError, match="already entered"):
+            block.__enter__()
+        assert _breaches(arr) == ["host_sync"]
+    assert_nothing_left()
+
+
+def test_keep_armed_in_another_thread_ends_there(arr):
+    entered, done = threading.Event(), threading.Event()
+
+    def hold():
+        with trackgen_contract.tracer.keep_armed():
+            entered.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    entered.wait(10)
+    try:
+        assert _breaches(arr) == ["host_sync"]  # a guard here meanwhile works as ever
+    finally:
+        done.set()
+        thread.join()
+    assert_nothing_left()

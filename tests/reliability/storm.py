@@ -5,7 +5,7 @@ timer with a random interval (log-uniform between --min-us and --max-us), so int
 land at every kind of point: before, inside and after a guard's enter and exit, between
 nested guards, inside a watched Warp call. The operations are strict and recording guards
 with and without breaches, three guards nested, a guard object entered again and again,
-and a `Tracer`. After the storm nothing may be left: no guard or tracer still active,
+a `Tracer`, and a guard inside a `keep_armed()` block. After the storm nothing may be left: no guard or tracer still active,
 nothing armed, the handlers as they were, ``TRACKGEN_DEBUG_SYNC`` back, the recursion
 limit unchanged, an unguarded ``wp.zeros()`` working and a fresh strict guard refusing.
 
@@ -46,6 +46,7 @@ def main() -> None:
         no_host_sync,
         stream_explicit,
     )
+    from trackgen_contract.tracer import keep_armed
 
     os.environ[DEBUG_SYNC_ENV] = "storm"
     limit = sys.getrecursionlimit()
@@ -97,6 +98,13 @@ def main() -> None:
         except HotPathViolation:
             pass
 
+    def held() -> None:
+        with keep_armed():
+            guard = hot_path_guard(strict=False)
+            made.append(guard)
+            with guard:
+                launch()
+
     reused = no_host_sync(strict=False)
     made.append(reused)
 
@@ -110,7 +118,7 @@ def main() -> None:
         with traced:
             launch()
 
-    operations = [strict_empty, recording, nested, strict_breach, reuse, tracer]
+    operations = [strict_empty, recording, nested, strict_breach, reuse, tracer, held]
     problems: list[str] = []
     cycles = caught = 0
     signal.signal(signal.SIGALRM, alarm)
