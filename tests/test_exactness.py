@@ -1438,6 +1438,90 @@ def test_a_site_found_clean_then_reached_another_way(arr, cmd):
     )
 
 
+def _launch_by_global(arr):
+    launch(add_one, 8, [arr])  # noqa: F821 (a global swapped by the test)
+
+
+def _launch_by_module_attribute(arr):
+    relay.launch(add_one, 8, [arr])  # noqa: F821 (a global module the test changes)
+
+
+def test_a_site_that_breached_reached_again_another_way(arr, cmd, monkeypatch):
+    """A guard judges a repeat launch breach at a site as it judged the first one, but only
+    while the site still calls Warp's function directly: swapped for one that passes the
+    stream, in a global, a module attribute or the receiver, it is judged again."""
+    passing = functools.partial(wp.launch, stream=None)
+    module = types.ModuleType("relay")
+
+    receivers = [cmd, types.SimpleNamespace(launch=functools.partial(cmd.launch, None))]
+    monkeypatch.setitem(_launch_by_global.__globals__, "relay", module)
+
+    def calls():
+        for i in range(4):
+            _launch_by_global.__globals__["launch"] = wp.launch if i % 2 == 0 else passing
+            _launch_by_global(arr)
+            module.launch = wp.launch if i % 2 == 0 else passing
+            _launch_by_module_attribute(arr)
+            receiver = receivers[i % 2]
+            receiver.launch()
+
+    try:
+        exact(
+            calls,
+            [
+                Call("wp.launch", names(LAUNCH, 3)),
+                Call("wp.launch", names(LAUNCH, 3)),
+                Call("wp.Launch.launch", CMD[:1]),
+                Call("wp.launch", names(LAUNCH, 3, "stream")),
+                Call("wp.launch", names(LAUNCH, 3, "stream")),
+                Call("wp.Launch.launch", CMD),
+            ]
+            * 2,
+        )
+    finally:
+        _launch_by_global.__globals__.pop("launch", None)
+
+
+def test_a_launch_recorded_at_some_calls_of_a_site_only(arr):
+    flags = [False, True, False, True]
+
+    def calls():
+        for flag in flags:
+            wp.launch(add_one, 8, [arr], device="cpu", record_cmd=flag)
+
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            calls()
+    assert [v.api for v in guard.violations] == ["wp.launch without stream="] * 6
+
+
+def test_a_repeat_launch_breach_is_judged_from_its_site(arr):
+    from trackgen_contract import rules
+
+    judged = []
+    real = rules.judge
+
+    def counting(call, policy):
+        judged.append(call.api)
+        return real(call, policy)
+
+    def loop():
+        for _ in range(20):
+            wp.launch(add_one, 8, [arr], device="cpu")
+
+    import trackgen_contract.guard as guard_module
+
+    original = guard_module.judge
+    guard_module.judge = counting
+    try:
+        with stream_explicit(strict=False) as guard:
+            loop()
+    finally:
+        guard_module.judge = original
+    assert len(guard.violations) == 20
+    assert judged == ["wp.launch"]  # the rest from the site, without reading the call again
+
+
 def _launch_by_global_names():
     launch(A0, A1, A2, A3, A4, A5, A6, A7)  # noqa: F821 (names of the globals it runs under)
 

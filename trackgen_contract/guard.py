@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from types import FrameType
 
 from .pragmas import accepting
 from .rules import (
@@ -23,6 +24,8 @@ from .rules import (
 )
 from .tracer import CallRefused, Tracer, WarpCall
 from .tracer.critical import entry, protected
+
+Check = Callable[[FrameType], bool]
 
 __all__ = [
     "HotPathGuard",
@@ -160,9 +163,9 @@ class HotPathGuard:
         self._claim = threading.Lock()  # held while active: one entry at a time
         self._hidden_env: int | None = None  # the generation of the env var it hid
         self._judged = self._clean = 0  # calls judged, and answered by the clean-site path
-        # (id(caller code), lasti, id(callee code)) -> (site key, findings): the sites
-        # judged by their site alone
-        self._memo: dict[tuple[int, int, int], tuple[tuple, list[Finding]]] = {}
+        # (id(caller code), lasti, id(callee code)) -> (site key, findings, the check a
+        # repeat call must pass, or None): the sites judged by their site alone
+        self._memo: dict[tuple[int, int, int], tuple[tuple, list[Finding], Check | None]] = {}
 
     @property
     def checks(self) -> frozenset[str]:
@@ -241,13 +244,15 @@ class HotPathGuard:
         key = call.site_key()
         slot = key and (id(key[0]), key[1], id(key[2]))  # ids: hashing code objects is slow
         known = self._memo.get(slot) if slot else None
-        if known is not None and known[0] == key:
+        if known is not None and known[0] == key and (known[2] is None or call.made_as(known[2])):
             return known[1]
         findings = judge(call, self._policy)
         if not findings and clean_under_every_policy(call):
             call.learn_clean()  # later calls at this site need no WarpCall at all
-        elif slot and depends_on_site_only(call):
-            self._memo[slot] = (key, findings)
+        elif slot:
+            site_only = depends_on_site_only(call)
+            if site_only is not False:
+                self._memo[slot] = (key, findings, None if site_only is True else site_only)
         return findings
 
     def _record(self, finding: Finding) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from types import FrameType
 from typing import NamedTuple
 
 from . import sanction
@@ -424,19 +425,33 @@ RULES: dict[str, Rule] = {
 }
 
 
-def depends_on_site_only(call: WarpCall) -> bool:
+def depends_on_site_only(call: WarpCall) -> bool | Callable[[FrameType], bool]:
     """Whether every finding of every rule on `call` follows from its call site alone, so
-    that a guard may judge a repeat call at that site as it judged this one: a sync,
-    readback, memset, ScopedStream or capture the user's code makes directly (nothing of
-    Warp's around it), from a function that no sanction can let through. A readback of
-    ``__array_interface__`` (its array's device decides), a copy, a launch, an allocation
-    (their arguments decide) are judged every time."""
+    that a guard may judge a repeat call at that site as it judged this one.
+
+    True for a sync, readback, memset, ScopedStream or capture the user's code makes
+    directly (nothing of Warp's around it), from a function that no sanction can let
+    through. For a launch the user's code makes directly, with its arguments spelled out
+    and no ``record_cmd=``, a check (see `WarpCall.repeat_check`): its findings follow
+    from the call site as long as the site calls the same function the same way. False
+    for the rest, judged every time: a readback of ``__array_interface__`` (its array's
+    device decides), a copy, an allocation (their arguments decide), any call whose shape
+    is read back from values.
+    """
     op = call.op
-    if op not in (SYNC, READBACK, MEMSET, SCOPED_STREAM, CAPTURE) or not call.direct:
+    if op not in _SITE_ONLY_OPS or call.api == "wp.array.__array_interface__":
         return False
-    if call.api == "wp.array.__array_interface__":
+    if not call.direct or sanction.may_sanction(call.caller_code):
         return False
-    return not sanction.may_sanction(call.caller_code)
+    if op != LAUNCH:
+        return True
+    explicit = call.explicit
+    if explicit is None or "record_cmd" in explicit:
+        return False
+    return call.repeat_check()
+
+
+_SITE_ONLY_OPS = frozenset((SYNC, READBACK, MEMSET, SCOPED_STREAM, CAPTURE, LAUNCH))
 
 
 def clean_under_every_policy(call: WarpCall) -> bool:

@@ -5,9 +5,10 @@ timer with a random interval (log-uniform between --min-us and --max-us), so int
 land at every kind of point: before, inside and after a guard's enter and exit, between
 nested guards, inside a watched Warp call. The operations are strict and recording guards
 with and without breaches, three guards nested, a guard object entered again and again,
-a `Tracer`, and a guard inside a `keep_armed()` block. After the storm nothing may be left: no guard or tracer still active,
-nothing armed, the handlers as they were, ``TRACKGEN_DEBUG_SYNC`` back, the recursion
-limit unchanged, an unguarded ``wp.zeros()`` working and a fresh strict guard refusing.
+a `Tracer`, and a guard inside a `keep_armed()` block. After the storm nothing may be
+left: no guard or tracer still active, nothing armed, the handlers as they were,
+``TRACKGEN_DEBUG_SYNC`` back, the recursion limit unchanged, an unguarded ``wp.zeros()``
+working and a fresh strict guard refusing.
 
 Prints one JSON object: cycles, interrupts raised, interrupts caught, problems.
 """

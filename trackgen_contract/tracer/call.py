@@ -221,6 +221,28 @@ class WarpCall:
         except Exception as error:  # a site not remembered is only slower
             self._unanalysed(error)
 
+    def repeat_check(self) -> Callable[[FrameType], bool] | bool:
+        """How to tell that a later call at this call site is made the same way (the same
+        callable, called directly, with the same spelled-out arguments): a check to pass
+        `made_as`, or False where that cannot be told cheaply. A live call only."""
+        frame = self._frame
+        if frame is None or frame.f_back is None:
+            return False
+        try:
+            return fastpath.repeat_check(frame.f_back, frame.f_code)
+        except Exception as error:  # a site not recognised again is only slower
+            self._unanalysed(error)
+            return False
+
+    def made_as(self, check: Callable[[FrameType], bool]) -> bool:
+        """Whether this live call passes a `repeat_check` of an earlier call at its site."""
+        frame = self._frame
+        caller = frame and frame.f_back
+        try:
+            return caller is not None and check(caller)  # type: ignore[arg-type]
+        except Exception:  # not recognised: judged in full, as the first call was
+            return False
+
     def degrade(self, error: Exception) -> None:
         """Judge the rest of this call on bound values only: reading its shape failed."""
         self._explicit = callsite.decision.UNKNOWN_CALL

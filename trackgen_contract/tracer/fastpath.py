@@ -93,6 +93,17 @@ def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
         _remember(caller, callee, check)  # type: ignore[arg-type]
 
 
+def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
+    """How to tell that a later call at `caller`'s call site calls `callee` the same way,
+    made directly with the same spelled-out arguments: a check of the caller's frame, or
+    False where that cannot be told cheaply (a ``*``/``**`` part, a callable made in
+    place, a call through C code)."""
+    site = call_site(caller.f_code, caller.f_lasti)
+    if site is None or not site.static or site.direct is False:
+        return False
+    return _callable_check(site.shape.func, callee, caller)
+
+
 def learn_site(caller: FrameType, callee: CodeType) -> None:
     """Remember a call site in Warp's own code as clean for `callee` (a memset or a
     ScopedStream that Warp makes, a readback served by the watched function making it):

@@ -39,7 +39,7 @@ class _Headroom:
         """Put the user's limit back once nobody is judging (where the stack is too deep
         for it still, a later call does it)."""
         if self.users == 0 and sys.getrecursionlimit() == self.saved + _HEADROOM:
-            try:  # not contextlib.suppress: this runs at every judged call
+            try:  # noqa: SIM105 (contextlib.suppress costs more, at every judged call)
                 sys.setrecursionlimit(self.saved)
             except RecursionError:
                 pass

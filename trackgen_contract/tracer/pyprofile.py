@@ -206,7 +206,7 @@ class ProfileCore(ArmingCore):
             raise
 
     def callback_codes(self) -> frozenset[int]:
-        # The hook, and the audit hook: CPython reports no event while either runs.
+        # The hook and what it calls: CPython reports no event while the hook runs.
         if self._callback_codes is None:
             hook = self._make_profile(_Hook(None)).__code__
             self._callback_codes = frozenset(
