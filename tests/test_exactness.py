@@ -1495,7 +1495,7 @@ def test_a_launch_recorded_at_some_calls_of_a_site_only(arr):
     assert [v.api for v in guard.violations] == ["wp.launch without stream="] * 6
 
 
-def test_a_repeat_launch_breach_is_judged_from_its_site(arr):
+def test_a_repeat_launch_breach_is_judged_from_its_site(arr, monkeypatch):
     from trackgen_contract import rules
 
     judged = []
@@ -1509,15 +1509,9 @@ def test_a_repeat_launch_breach_is_judged_from_its_site(arr):
         for _ in range(20):
             wp.launch(add_one, 8, [arr], device="cpu")
 
-    import trackgen_contract.guard as guard_module
-
-    original = guard_module.judge
-    guard_module.judge = counting
-    try:
-        with stream_explicit(strict=False) as guard:
-            loop()
-    finally:
-        guard_module.judge = original
+    monkeypatch.setattr(rules, "judge", counting)
+    with stream_explicit(strict=False) as guard:
+        loop()
     assert len(guard.violations) == 20
     assert judged == ["wp.launch"]  # the rest from the site, without reading the call again
 

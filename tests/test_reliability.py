@@ -366,12 +366,12 @@ def _rss_mib():
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _cells(count, tag, array, codes):
+def _cells(count, tag, array, codes, stream="stream=None"):
     """Run `count` exec'd cells, each defining and calling a function that launches with
-    stream=None; keep a weak reference to each function's code in `codes`."""
+    `stream` (or none); keep a weak reference to each function's code in `codes`."""
     for index in range(count):
         namespace = {"wp": wp, "add_one": add_one, "a": array}
-        source = "def cell():\n    wp.launch(add_one, 8, [a], device='cpu', stream=None)\ncell()\n"
+        source = f"def cell():\n    wp.launch(add_one, 8, [a], device='cpu', {stream})\ncell()\n"
         exec(compile(source, f"<cell {tag} {index}>", "exec"), namespace)
         codes.append(weakref.ref(namespace["cell"].__code__))
         namespace.clear()  # what a notebook does when the cell's names go
@@ -415,6 +415,21 @@ def test_twenty_thousand_generated_cells_under_one_guard_do_not_pile_up(arr2):
     assert second <= base_growth + 4, (first, second, base_growth)
     gc.collect()
     assert [ref for ref in codes if ref() is not None] == []  # the last exit lets go
+
+
+def test_breaching_cells_under_one_guard_do_not_pile_up(arr2):
+    unguarded = []
+    _cells(50, "unguarded", arr2, unguarded)
+    _skip_if_kept_unguarded(unguarded)
+    codes = []
+    with hot_path_guard(strict=False) as guard:
+        _cells(10_000, "breaching", arr2, codes, stream="")  # a breach each, at its own site
+        gc.collect()
+        alive = sum(ref() is not None for ref in codes)
+    assert len(guard.violations) == 10_000
+    assert alive <= 5_000, f"{alive} of 10,000 dead cells' code objects kept"
+    gc.collect()
+    assert [ref for ref in codes if ref() is not None] == []  # the exit lets go
 
 
 def test_cells_each_under_its_own_guard_leave_nothing_behind(arr2):

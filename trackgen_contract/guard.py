@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
-from types import FrameType
+from collections.abc import Iterable
 
 from .pragmas import accepting
 from .rules import (
@@ -16,16 +15,13 @@ from .rules import (
     VIOLATION,
     Finding,
     Key,
+    SiteVerdicts,
     Violation,
     clean_under_every_policy,
-    depends_on_site_only,
-    judge,
     make_policy,
 )
 from .tracer import CallRefused, Tracer, WarpCall
 from .tracer.critical import entry, protected
-
-Check = Callable[[FrameType], bool]
 
 __all__ = [
     "HotPathGuard",
@@ -163,9 +159,7 @@ class HotPathGuard:
         self._claim = threading.Lock()  # held while active: one entry at a time
         self._hidden_env: int | None = None  # the generation of the env var it hid
         self._judged = self._clean = 0  # calls judged, and answered by the clean-site path
-        # (id(caller code), lasti, id(callee code)) -> (site key, findings, the check a
-        # repeat call must pass, or None): the sites judged by their site alone
-        self._memo: dict[tuple[int, int, int], tuple[tuple, list[Finding], Check | None]] = {}
+        self._verdicts = SiteVerdicts(self._policy)
 
     @property
     def checks(self) -> frozenset[str]:
@@ -200,7 +194,7 @@ class HotPathGuard:
         self.violations, self.allowed, self.sanctioned = [], [], []
         self.blind = None
         self._judged = 0
-        self._memo = {}
+        self._verdicts = SiteVerdicts(self._policy)  # the sites of this block
         self._tracer = Tracer(self._on_call, entries=self._policy.entries, every_call=False)
         self._tracer.start()  # raises before anything is armed when no tracer can run
         if "host_sync" in self.checks:
@@ -213,6 +207,7 @@ class HotPathGuard:
             tracer.stop()
             self.blind = self.blind or tracer.blind
             self._clean = tracer.clean_calls
+        self._verdicts.forget()  # it holds the block's code objects
         generation, self._hidden_env = self._hidden_env, None
         if generation is not None:
             _debug_sync.restore(generation)
@@ -239,20 +234,11 @@ class HotPathGuard:
             self._record(finding)
 
     def _judge(self, call: WarpCall) -> list[Finding]:
-        # A repeat call at a site whose findings follow from the site alone is judged as
-        # the first one was; a clean site is handed to the core, which then skips it.
-        key = call.site_key()
-        slot = key and (id(key[0]), key[1], id(key[2]))  # ids: hashing code objects is slow
-        known = self._memo.get(slot) if slot else None
-        if known is not None and known[0] == key and (known[2] is None or call.made_as(known[2])):
-            return known[1]
-        findings = judge(call, self._policy)
-        if not findings and clean_under_every_policy(call):
+        # A clean site is handed to the core, which then skips it; a repeat call at a site
+        # whose findings follow from the site alone is judged as the first one was.
+        findings, remembered = self._verdicts.judge(call)
+        if not remembered and not findings and clean_under_every_policy(call):
             call.learn_clean()  # later calls at this site need no WarpCall at all
-        elif slot:
-            site_only = depends_on_site_only(call)
-            if site_only is not False:
-                self._memo[slot] = (key, findings, None if site_only is True else site_only)
         return findings
 
     def _record(self, finding: Finding) -> None:

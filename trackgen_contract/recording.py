@@ -18,7 +18,16 @@ from . import hotpaths
 from .guard import HotPathViolation, breach_message
 from .pragmas import Pragma, PragmaError, accepting
 from .registry import ALLOC, ALLOCATOR, NATIVE
-from .rules import ALLOWED, CATEGORIES, SANCTIONED, VIOLATION, Key, Policy, Violation, judge
+from .rules import (
+    ALLOWED,
+    CATEGORIES,
+    SANCTIONED,
+    VIOLATION,
+    Key,
+    Policy,
+    SiteVerdicts,
+    Violation,
+)
 from .sites import Site
 from .tracer import Tracer, WarpCall
 
@@ -121,6 +130,10 @@ class Recording:
     pragma_errors: dict[str, PragmaError] = field(default_factory=dict)
     # qualified name of a hot path -> watched calls made inside it
     hot_calls: Counter[str] = field(default_factory=Counter)
+    verdicts: SiteVerdicts = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.verdicts = SiteVerdicts(self.policy)
 
     def tracer(self) -> Tracer:
         """A tracer that records into this recording."""
@@ -134,7 +147,7 @@ class Recording:
         if hot:
             count.in_hot_paths += 1
             self.hot_calls.update(_hot_paths_on_stack())
-        for finding in judge(call, self.policy):
+        for finding in self.verdicts.judge(call)[0]:
             violation = finding.violation
             if finding.outcome == ALLOWED:
                 self.allowed[violation, hot] += 1

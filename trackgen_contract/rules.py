@@ -101,6 +101,9 @@ class Violation:
         return f"{self.api} from {self.site}"
 
 
+Check = Callable[[FrameType], bool]  # of a caller's frame (see `WarpCall.repeat_check`)
+
+
 class Finding(NamedTuple):
     """What a rule made of a call: an outcome and the breach it concerns."""
 
@@ -425,7 +428,7 @@ RULES: dict[str, Rule] = {
 }
 
 
-def depends_on_site_only(call: WarpCall) -> bool | Callable[[FrameType], bool]:
+def depends_on_site_only(call: WarpCall) -> bool | Check:
     """Whether every finding of every rule on `call` follows from its call site alone, so
     that a guard may judge a repeat call at that site as it judged this one.
 
@@ -452,6 +455,42 @@ def depends_on_site_only(call: WarpCall) -> bool | Callable[[FrameType], bool]:
 
 
 _SITE_ONLY_OPS = frozenset((SYNC, READBACK, MEMSET, SCOPED_STREAM, CAPTURE, LAUNCH))
+
+
+class SiteVerdicts:
+    """`judge` under one policy, with the findings of the breaching call sites whose
+    findings follow from the site alone remembered (see `depends_on_site_only`): a repeat
+    breach there is judged as the first one was, without reading the call again. (A clean
+    site is the core's to skip: see `WarpCall.learn_clean`.) Bounded: it holds the code
+    objects it names, and starts over when full."""
+
+    LIMIT = 4096  # sites
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        # (id(caller code), lasti, id(callee code)) -> (site key, findings, the check a
+        # repeat call must pass, or None). Ids: hashing code objects is slow.
+        self._known: dict[tuple[int, int, int], tuple[tuple, list[Finding], Check | None]] = {}
+
+    def judge(self, call: WarpCall) -> tuple[list[Finding], bool]:
+        """The findings on `call`, and whether they were remembered from its site."""
+        key = call.site_key()
+        slot = key and (id(key[0]), key[1], id(key[2]))
+        known = self._known.get(slot) if slot else None
+        if known is not None and known[0] == key and (known[2] is None or call.made_as(known[2])):
+            return known[1], True
+        findings = judge(call, self.policy)
+        if slot and findings:
+            site_only = depends_on_site_only(call)
+            if site_only is not False:
+                if len(self._known) >= self.LIMIT:
+                    self._known.clear()
+                self._known[slot] = (key, findings, None if site_only is True else site_only)
+        return findings, False
+
+    def forget(self) -> None:
+        """Drop what was remembered (it holds code objects)."""
+        self._known.clear()
 
 
 def clean_under_every_policy(call: WarpCall) -> bool:
