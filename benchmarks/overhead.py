@@ -1,7 +1,7 @@
 """What a guard costs, side by side with a monkeypatching guard, in one process.
 
-    python benchmarks/overhead.py            # the full run (a few minutes)
-    python benchmarks/overhead.py --quick    # a smoke run (under a minute)
+    python benchmarks/overhead.py            # the full run (seconds)
+    python benchmarks/overhead.py --quick    # a smoke run, for CI
     python benchmarks/overhead.py --json out.json
 
 Each workload runs with no guard, under this package's guard (the backend of this Python:
@@ -377,7 +377,7 @@ def _cell(value: float, unit: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run, under a minute")
+    parser.add_argument("--quick", action="store_true", help="a smoke run, for CI")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
     facts = machine()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import types
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -121,12 +122,18 @@ def project_files(root: str | os.PathLike[str], extra: tuple[str | None, ...] = 
     `root`, less installed packages and this package. Where its pragmas are."""
     base = os.path.join(os.path.realpath(root), "")
     own = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
-    files = [*extra, *(getattr(m, "__file__", None) for m in list(sys.modules.values()))]
+    files = [*extra, *(_module_file(m) for m in list(sys.modules.values()))]
+    real_dirs: dict[str, str] = {}  # a thousand modules live in a few dozen directories
     chosen = set()
     for filename in files:
         if not isinstance(filename, str) or not filename.endswith(".py"):
             continue
-        real = os.path.realpath(filename)
+        directory, name = os.path.split(os.path.abspath(filename))
+        if directory not in real_dirs:
+            real_dirs[directory] = os.path.realpath(directory)
+        real = os.path.join(real_dirs[directory], name)
+        if os.path.islink(real):
+            real = os.path.realpath(real)
         parts = real.split(os.sep)
         if (
             real.startswith(base)
@@ -136,3 +143,13 @@ def project_files(root: str | os.PathLike[str], extra: tuple[str | None, ...] = 
         ):
             chosen.add(real)
     return sorted(chosen)
+
+
+_module_dict = types.ModuleType.__dict__["__dict__"].__get__
+
+
+def _module_file(module: object) -> object:
+    # Read from the module's namespace: a module-level __getattr__ is the user's code.
+    if not issubclass(type(module), types.ModuleType):
+        return None
+    return dict.get(_module_dict(module), "__file__")
