@@ -11,6 +11,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 
@@ -30,7 +31,10 @@ DEBUG_SYNC_ENV = "TRACKGEN_DEBUG_SYNC"
 
 def start(watchdog: float) -> None:
     """Load Warp, and dump every thread's stack and exit if the program still runs after
-    `watchdog` seconds (a hang shows where it hangs)."""
+    `watchdog` seconds (a hang shows where it hangs). SIGINT gets Python's own handler,
+    as in a program run from a terminal: one started in the background of a shell
+    inherits SIGINT ignored, and the checks compare with Python's handler."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.enable()
     faulthandler.dump_traceback_later(watchdog, exit=True)
     wp.init()
