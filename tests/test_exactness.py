@@ -1516,6 +1516,131 @@ def test_a_repeat_launch_breach_is_judged_from_its_site(arr, monkeypatch):
     assert judged == ["wp.launch"]  # the rest from the site, without reading the call again
 
 
+class _CpuStream:
+    """What a CPU launch reads of a stream (CPU has none): its device."""
+
+    device = wp.get_device("cpu")
+
+
+def _verdicts(*calls):
+    """The stream breaches one guard reports over `calls`, and those a fresh guard per call
+    reports: a guard that reuses a verdict from a call site must agree with judging anew."""
+    with stream_explicit(strict=False) as one:
+        for call in calls:
+            call()
+    fresh = []
+    for call in calls:
+        with stream_explicit(strict=False) as alone:
+            call()
+        fresh += alone.violations
+    return [v.api for v in one.violations], [v.api for v in fresh]
+
+
+def _method_site(receiver, *args):
+    if args:
+        receiver.launch(args[0])  # the argument spelled out: a site read from its shape
+    else:
+        receiver.launch()
+
+
+def test_a_site_reused_only_for_receivers_reached_the_way_it_learnt(arr, cmd, cmd2):
+    # Learnt from a recorded launch whose own attribute shadows the method: neither a
+    # breach nor a clean verdict there may vouch for a plain one at the same instruction.
+    def shadowed(**bound):
+        launch = wp.launch(add_one, 8, inputs=[arr], device="cpu", record_cmd=True)
+        launch.launch = functools.partial(wp.Launch.launch, **bound)
+        return launch
+
+    breach_first = shadowed()  # .launch(x) runs Launch.launch(x): no stream
+    clean_first = shadowed(self=cmd2, stream=_CpuStream())
+    for first, second in (
+        (lambda: _method_site(breach_first, cmd2), lambda: _method_site(cmd, None)),
+        (lambda: _method_site(clean_first), lambda: _method_site(cmd)),
+    ):
+        one, fresh = _verdicts(first, second)
+        assert len(one) == len(fresh) == 1, (one, fresh)
+
+
+def test_a_site_reused_only_while_its_class_has_no_getattribute_of_its_own(arr, cmd):
+    class Mine(wp.Launch):
+        launch = wp.Launch.launch
+
+    def hook(self, name):
+        if name == "launch":
+            return functools.partial(wp.Launch.launch, self, stream=_CpuStream())
+        return object.__getattribute__(self, name)
+
+    cmd.__class__ = Mine
+    with stream_explicit(strict=False) as guard:
+        _method_site(cmd)  # a breach
+        Mine.__getattribute__ = hook
+        try:
+            _method_site(cmd)  # the stream passed through the partial
+        finally:
+            del Mine.__getattribute__
+    assert len(guard.violations) == 1
+
+
+def _module_site(a):
+    _RELAY.go(a[0], a[1], a[2], a[3], a[4], a[5], a[6])  # noqa: F821 (set by the test)
+
+
+def test_a_site_reused_only_while_its_module_is_a_plain_module(arr, monkeypatch):
+    relay = types.ModuleType("relay")
+    relay.go = wp.launch
+    monkeypatch.setitem(_module_site.__globals__, "_RELAY", relay)
+
+    class Hooked(types.ModuleType):
+        def __getattribute__(self, name):
+            if name == "go":
+                return types.MethodType(wp.launch, add_one)
+            return super().__getattribute__(name)
+
+    without = (add_one, 8, [arr], [], [], [], "cpu")
+    with_stream = (8, [arr], [], [], [], "cpu", _CpuStream())  # kernel bound, stream 8th
+    with stream_explicit(strict=False) as guard:
+        _module_site(without)
+        relay.__class__ = Hooked
+        _module_site(with_stream)
+    assert len(guard.violations) == 1
+
+
+def test_a_module_attribute_that_is_a_property_of_its_class_is_not_read_around_it(arr):
+    relay = types.ModuleType("relay")
+    relay.go = wp.launch
+
+    class Property(types.ModuleType):
+        go = property(lambda self: functools.partial(wp.launch, stream=_CpuStream()))
+
+    relay.__class__ = Property
+    with stream_explicit(strict=False) as guard:
+        relay.go(add_one, 8, inputs=[arr], device="cpu")  # the property's partial: passed
+    assert guard.violations == []
+
+
+class _RaisingName(str):
+    def __eq__(self, other):
+        raise RuntimeError("a __name__ whose comparison raises")
+
+    __hash__ = str.__hash__
+
+
+def _launch_the_global_array():
+    wp.launch(add_one, 8, inputs=[ARRAY], device="cpu")  # noqa: F821 (set by the test)
+
+
+def test_a_module_name_that_is_not_a_plain_string_is_never_compared(arr, monkeypatch):
+    run = _launch_the_global_array
+    monkeypatch.setitem(run.__globals__, "ARRAY", arr)
+    namespace = {"wp": wp, "add_one": add_one, "ARRAY": arr, "__name__": _RaisingName("other")}
+    other = types.FunctionType(run.__code__, namespace)
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            run()
+            other()
+    assert len(guard.violations) == 6
+
+
 def _launch_by_global_names():
     launch(A0, A1, A2, A3, A4, A5, A6, A7)  # noqa: F821 (names of the globals it runs under)
 

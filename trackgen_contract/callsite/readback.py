@@ -118,8 +118,13 @@ def _class_attribute(cls: type, name: str) -> object:
 
 
 def _module_attribute(module: types.ModuleType, name: str) -> object:
-    if class_lookup(type(module), "__getattribute__") is not _module_getattribute:
-        raise Unresolved(f"{type(module).__name__} has its own __getattribute__")
+    kind = type(module)
+    if class_lookup(kind, "__getattribute__") is not _module_getattribute:
+        raise Unresolved(f"{kind.__name__} has its own __getattribute__")
+    if kind is not types.ModuleType:
+        on_class = class_lookup(kind, name)
+        if on_class is not _MISSING and _is_data_descriptor(on_class):
+            raise Unresolved(f"{name} is a data descriptor of {kind.__name__}")
     value = _instance_dict(module)
     value = _MISSING if value is None else dict.get(value, name, _MISSING)
     if value is _MISSING:

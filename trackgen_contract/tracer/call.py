@@ -132,7 +132,7 @@ class WarpCall:
         caller = frame and frame.f_back
         if caller is None:
             return None
-        return caller.f_code, caller.f_lasti, frame.f_code, dict.get(caller.f_globals, "__name__")  # type: ignore[union-attr]
+        return caller.f_code, caller.f_lasti, frame.f_code, fastpath.module_key(caller.f_globals)  # type: ignore[union-attr]
 
     def release(self) -> None:
         """Let go of the frames: the call has started. What was found static about a
@@ -324,7 +324,8 @@ class WarpCall:
         else:
             code = outermost.f_code
             entry = registry.entry(code)
-            module = str(dict.get(outermost.f_globals, "__name__", ""))
+            module = dict.get(outermost.f_globals, "__name__", "")
+            module = module if type(module) is str else ""
             via = entry.api if entry else registry.public_name(code, module)
         return Site.of(current), via, tuple(reversed(within))
 

@@ -89,8 +89,9 @@ def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
         return
     by_keyword = stream in site.shape.kwargs.items  # type: ignore[attr-defined]
     check = _check_for(site, callee, caller, by_keyword)
-    if check is not False:
-        _remember(caller, callee, check)  # type: ignore[arg-type]
+    if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
+        return  # a check that the call it is learnt from fails vouches for other calls
+    _remember(caller, callee, check)  # type: ignore[arg-type]
 
 
 def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
@@ -101,7 +102,10 @@ def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
     site = call_site(caller.f_code, caller.f_lasti)
     if site is None or not site.static or site.direct is False:
         return False
-    return _callable_check(site.shape.func, callee, caller)
+    check = _callable_check(site.shape.func, callee, caller)
+    if check is False or not check(caller):  # type: ignore[operator]
+        return False  # it would vouch for calls made another way than this one
+    return check
 
 
 def learn_site(caller: FrameType, callee: CodeType) -> None:
@@ -128,6 +132,13 @@ def forget() -> None:
     last.tracers = last.mine = None  # it holds tracers, and so their guards' records
 
 
+def module_key(globals_: dict) -> object:
+    """What tells one module's globals from another's: its ``__name__``, or, where that
+    is not a plain string (whose comparison could run code), the dict's identity."""
+    name = dict.get(globals_, "__name__")
+    return name if type(name) is str else id(globals_)
+
+
 def static_fields(caller: FrameType, callee: CodeType) -> dict | None:
     """The fields remembered for a direct call from `caller`'s site to `callee`."""
     sites = statics.get(id(caller.f_code))
@@ -136,7 +147,7 @@ def static_fields(caller: FrameType, callee: CodeType) -> dict | None:
         known
         and known[0] is caller.f_code
         and known[1] is callee
-        and known[2] == dict.get(caller.f_globals, "__name__")  # the same code, other globals
+        and known[2] == module_key(caller.f_globals)  # the same code, other globals
     ):
         return dict(known[3])
     return None
@@ -149,7 +160,7 @@ def remember_fields(caller: FrameType, callee: CodeType, fields: dict) -> None:
     sites = statics.setdefault(id(caller.f_code), {})
     if caller.f_lasti not in sites:
         _size[0] += 1
-    module = dict.get(caller.f_globals, "__name__")
+    module = module_key(caller.f_globals)
     sites[caller.f_lasti] = (caller.f_code, callee, module, fields)
 
 
@@ -177,11 +188,15 @@ def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check 
             return False
     else:
         return False
+    if type(caller.f_globals) is not dict:
+        return False  # a dict subclass's own __getitem__ would answer LOAD_GLOBAL
     if scope == "global" and attribute is None:
         target = dict.get(caller.f_globals, name)
         if type(target) is not types.FunctionType or target.__code__ is not callee:
             return False
-        return lambda frame: dict.get(frame.f_globals, name) is target
+        return lambda frame: (
+            type(frame.f_globals) is dict and dict.get(frame.f_globals, name) is target
+        )
     if scope == "global":
         return _module_function_check(name, attribute, callee, caller)  # type: ignore[arg-type]
     if scope == "fast" and attribute is not None:
@@ -203,7 +218,10 @@ def _module_function_check(
 
     def check(frame: FrameType) -> bool:
         return (
-            dict.get(frame.f_globals, module_name) is module and namespace.get(attribute) is target
+            type(frame.f_globals) is dict
+            and dict.get(frame.f_globals, module_name) is module
+            and type(module) is types.ModuleType  # not made another class since
+            and namespace.get(attribute) is target
         )
 
     return check
@@ -230,6 +248,8 @@ def _bound_method_check(
         obj = frame.f_locals.get(variable)
         if type(obj) is not cls or namespace.get(attribute) is not target:
             return False
+        if class_lookup(cls, "__getattribute__") is not object.__getattribute__:
+            return False  # given one since (by the class or a base)
         own = read_own(obj, cls)  # a dict subclass is read as a plain dict, as Python does
         return issubclass(type(own), dict) and not has(own, attribute)
 
