@@ -35,6 +35,9 @@ _PY313 = sys.version_info >= (3, 13)
 
 Check = Callable[[FrameType], bool]
 _type_dict = type.__dict__["__dict__"].__get__
+_type_mro = type.__dict__["__mro__"].__get__
+_type_flags = type.__dict__["__flags__"].__get__
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose namespace can still change
 
 
 class Clean:
@@ -243,13 +246,20 @@ def _bound_method_check(
     if type(own) is not types.GetSetDescriptorType:
         return False  # no plain instance dict (slots): keep the full path
     namespace, read_own, has = _type_dict(cls), own.__get__, dict.__contains__
+    # Where a __getattribute__ could appear later: the namespaces of the classes of its
+    # MRO that are not built in (theirs cannot change), while the MRO stays this one.
+    mro = _type_mro(cls)
+    changeable = tuple(_type_dict(k) for k in mro if _type_flags(k) & _HEAPTYPE)
 
     def check(frame: FrameType) -> bool:
         obj = frame.f_locals.get(variable)
         if type(obj) is not cls or namespace.get(attribute) is not target:
             return False
-        if class_lookup(cls, "__getattribute__") is not object.__getattribute__:
-            return False  # given one since (by the class or a base)
+        if _type_mro(cls) is not mro:
+            return False  # its bases were changed
+        for space in changeable:
+            if "__getattribute__" in space:
+                return False  # given one since (by the class or a base)
         own = read_own(obj, cls)  # a dict subclass is read as a plain dict, as Python does
         return issubclass(type(own), dict) and not has(own, attribute)
 
