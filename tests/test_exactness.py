@@ -1561,9 +1561,15 @@ def test_a_site_reused_only_for_receivers_reached_the_way_it_learnt(arr, cmd, cm
         assert len(one) == len(fresh) == 1, (one, fresh)
 
 
-def test_a_site_reused_only_while_its_class_has_no_getattribute_of_its_own(arr, cmd):
-    class Mine(wp.Launch):
+@pytest.mark.parametrize("given_to", ["class", "base"])
+def test_a_site_reused_only_while_its_class_has_no_getattribute_of_its_own(arr, cmd, given_to):
+    class Base(wp.Launch):
+        pass
+
+    class Mine(Base):
         launch = wp.Launch.launch
+
+    owner = Mine if given_to == "class" else Base
 
     def hook(self, name):
         if name == "launch":
@@ -1573,11 +1579,11 @@ def test_a_site_reused_only_while_its_class_has_no_getattribute_of_its_own(arr, 
     cmd.__class__ = Mine
     with stream_explicit(strict=False) as guard:
         _method_site(cmd)  # a breach
-        Mine.__getattribute__ = hook
+        owner.__getattribute__ = hook
         try:
             _method_site(cmd)  # the stream passed through the partial
         finally:
-            del Mine.__getattribute__
+            del owner.__getattribute__
     assert len(guard.violations) == 1
 
 
