@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
-from types import FrameType
 from typing import NamedTuple
 
 from . import sanction
@@ -39,6 +38,7 @@ from .registry import (
 )
 from .sites import Site
 from .tracer import WarpCall
+from .tracer.fastpath import Check  # of a caller's frame (see `WarpCall.repeat_check`)
 
 #: Violation categories, in report order.
 CATEGORIES = ("host_sync", "allocation", "stream", "capture")
@@ -99,9 +99,6 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.api} from {self.site}"
-
-
-Check = Callable[[FrameType], bool]  # of a caller's frame (see `WarpCall.repeat_check`)
 
 
 class Finding(NamedTuple):

@@ -221,7 +221,7 @@ class WarpCall:
         except Exception as error:  # a site not remembered is only slower
             self._unanalysed(error)
 
-    def repeat_check(self) -> Callable[[FrameType], bool] | bool:
+    def repeat_check(self) -> fastpath.Check | bool:
         """How to tell that a later call at this call site is made the same way (the same
         callable, called directly, with the same spelled-out arguments): a check to pass
         `made_as`, or False where that cannot be told cheaply. A live call only."""
@@ -234,7 +234,7 @@ class WarpCall:
             self._unanalysed(error)
             return False
 
-    def made_as(self, check: Callable[[FrameType], bool]) -> bool:
+    def made_as(self, check: fastpath.Check) -> bool:
         """Whether this live call passes a `repeat_check` of an earlier call at its site."""
         frame = self._frame
         caller = frame and frame.f_back
