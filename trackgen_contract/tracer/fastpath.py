@@ -84,6 +84,29 @@ def quiet(tracers: tuple, thread: int) -> tuple | None:
     return answer
 
 
+def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread: int) -> bool:
+    """Whether a call of `callee` from `caller` is at a remembered clean site, and every
+    running tracer of `thread` lets it pass: then it is counted and needs nothing more.
+    (The sys.monitoring callback makes the same test inline: a call less per launch.)"""
+    sites = caller and table.get(id(caller.f_code))
+    if not sites:
+        return False
+    clean = sites.get(caller.f_lasti)  # type: ignore[union-attr]
+    if (
+        clean is None
+        or clean.callee is not callee
+        or clean.caller is not caller.f_code  # type: ignore[union-attr]
+        or (clean.check is not None and not clean.check(caller))  # type: ignore[arg-type]
+    ):
+        return False
+    mine = quiet(tracers, thread)
+    if mine is None:
+        return False
+    for tracer in mine:
+        tracer.clean_calls += 1
+    return True
+
+
 def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
     """Remember the call site `caller` is executing as clean for `callee`, when the site
     can be recognised again cheaply. `stream` names the callee's stream parameter."""

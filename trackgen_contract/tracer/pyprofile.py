@@ -183,21 +183,8 @@ class ProfileCore(ArmingCore):
 
     def _judge(self, tracers: tuple, entry: Entry, frame: FrameType, hook: _Hook) -> None:
         # A watched call: a clean site is answered from the caller's frame (fastpath).
-        caller = frame.f_back
-        sites = caller and fastpath.table.get(id(caller.f_code))
-        if sites:
-            clean = sites.get(caller.f_lasti)  # type: ignore[union-attr]
-            if (
-                clean is not None
-                and clean.callee is frame.f_code
-                and clean.caller is caller.f_code  # type: ignore[union-attr]
-                and (clean.check is None or clean.check(caller))  # type: ignore[arg-type]
-            ):
-                mine = fastpath.quiet(tracers, threading.get_ident())
-                if mine is not None:
-                    for tracer in mine:
-                        tracer.clean_calls += 1
-                    return
+        if fastpath.answered(tracers, frame.f_code, frame.f_back, threading.get_ident()):
+            return
         try:
             self._dispatch(tracers, entry, frame)
         except BaseException:

@@ -126,6 +126,7 @@ class SysMonitoringCore(ArmingCore):
                 caller = frame_of(2)  # 0: this callback, 1: the watched function
             except ValueError:  # called from C with no Python frame below
                 caller = None
+            # fastpath.answered, inline: this is the cost of every clean launch.
             sites = caller and clean_sites.get(id(caller.f_code))
             if sites:
                 clean = sites.get(caller.f_lasti)  # type: ignore[union-attr]
