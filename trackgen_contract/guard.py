@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
+from functools import partial
 
 from .pragmas import accepting
 from .rules import (
@@ -15,6 +16,7 @@ from .rules import (
     VIOLATION,
     Finding,
     Key,
+    Known,
     SiteVerdicts,
     Violation,
     clean_under_every_policy,
@@ -229,32 +231,54 @@ class HotPathGuard:
 
     def _on_call(self, call: WarpCall) -> None:
         self._judged += 1
-        findings = self._judge(call)
+        # A clean site is handed to the core, which then skips it; a repeat call at a site
+        # whose findings follow from the site alone is judged as the first one was, and
+        # the tracer answers the next ones there without a WarpCall.
+        findings, known = self._verdicts.judge(call)
+        if known is None and not findings and clean_under_every_policy(call):
+            call.learn_clean()  # later calls at this site need no WarpCall at all
         for finding in findings:
             self._record(finding)
-
-    def _judge(self, call: WarpCall) -> list[Finding]:
-        # A clean site is handed to the core, which then skips it; a repeat call at a site
-        # whose findings follow from the site alone is judged as the first one was.
-        findings, remembered = self._verdicts.judge(call)
-        if not remembered and not findings and clean_under_every_policy(call):
-            call.learn_clean()  # later calls at this site need no WarpCall at all
-        return findings
+        if known is not None:
+            self._answer_repeats(call, known)
 
     def _record(self, finding: Finding) -> None:
+        place = self._place(finding)
+        if place is None:
+            return
+        records, item = place
+        records.append(item)
+        if records is self.violations and self.strict:
+            raise HotPathViolation(breach_message(item))  # type: ignore[arg-type]
+
+    def _place(self, finding: Finding) -> tuple[list, object] | None:
+        """Where a finding is recorded, and as what."""
         violation = finding.violation
         if finding.outcome == SANCTIONED:
-            self.sanctioned.append(violation.key)
-        elif finding.outcome == ALLOWED:
-            self.allowed.append(violation.key)
-        elif finding.outcome == VIOLATION:
-            accepted = accepting(violation)  # a pragma on the breaching line
-            if accepted is not None:
-                self.allowed.append(accepted)
-                return
-            self.violations.append(violation)
-            if self.strict:
-                raise HotPathViolation(breach_message(violation))
+            return self.sanctioned, violation.key
+        if finding.outcome == ALLOWED:
+            return self.allowed, violation.key
+        if finding.outcome != VIOLATION:
+            return None
+        accepted = accepting(violation)  # a pragma on the breaching line
+        if accepted is not None:
+            return self.allowed, accepted
+        return self.violations, violation
+
+    def _answer_repeats(self, call: WarpCall, known: Known) -> None:
+        # The tracer's answer only appends: a breach that a strict guard refuses is judged
+        # in full each time.
+        places = tuple(p for p in map(self._place, known.findings) if p is not None)
+        tracer = self._tracer
+        if tracer is None or (self.strict and any(r is self.violations for r, _ in places)):
+            return
+        tracer.answer_repeats(call, known.check, partial(self._on_repeat, places))
+
+    def _on_repeat(self, places: tuple[tuple[list, object], ...]) -> None:
+        # Runs in the core's callback: flat, nothing that can raise (see Tracer.answer_repeats).
+        self._judged += 1
+        for records, item in places:
+            records.append(item)
 
     @property
     def ok(self) -> bool:

@@ -454,6 +454,15 @@ def depends_on_site_only(call: WarpCall) -> bool | Check:
 _SITE_ONLY_OPS = frozenset((SYNC, READBACK, MEMSET, SCOPED_STREAM, CAPTURE, LAUNCH))
 
 
+class Known(NamedTuple):
+    """The findings remembered for a call site (see `SiteVerdicts`): its `WarpCall.site_key`,
+    and the check a repeat call there must pass (None: the site alone decides)."""
+
+    key: tuple
+    findings: list[Finding]
+    check: Check | None
+
+
 class SiteVerdicts:
     """`judge` under one policy, with the findings of the breaching call sites whose
     findings follow from the site alone remembered (see `depends_on_site_only`): a repeat
@@ -467,23 +476,29 @@ class SiteVerdicts:
         self.policy = policy
         # (id(caller code), lasti, id(callee code)) -> (site key, findings, the check a
         # repeat call must pass, or None). Ids: hashing code objects is slow.
-        self._known: dict[tuple[int, int, int], tuple[tuple, list[Finding], Check | None]] = {}
+        self._known: dict[tuple[int, int, int], Known] = {}
 
-    def judge(self, call: WarpCall) -> tuple[list[Finding], bool]:
-        """The findings on `call`, and whether they were remembered from its site."""
+    def judge(self, call: WarpCall) -> tuple[list[Finding], Known | None]:
+        """The findings on `call`, and what was remembered of its site if they came from
+        there (None when the call was judged)."""
         key = call.site_key()
         slot = key and (id(key[0]), key[1], id(key[2]))
         known = self._known.get(slot) if slot else None
-        if known is not None and known[0] == key and (known[2] is None or call.made_as(known[2])):
-            return known[1], True
+        if (
+            known is not None
+            and known.key == key
+            and (known.check is None or call.made_as(known.check))
+        ):
+            return known.findings, known
         findings = judge(call, self.policy)
         if slot and findings:
             site_only = depends_on_site_only(call)
             if site_only is not False:
                 if len(self._known) >= self.LIMIT:
                     self._known.clear()
-                self._known[slot] = (key, findings, None if site_only is True else site_only)
-        return findings, False
+                check = None if site_only is True else site_only
+                self._known[slot] = Known(key, findings, check)  # type: ignore[arg-type]
+        return findings, None
 
     def forget(self) -> None:
         """Drop what was remembered (it holds code objects)."""

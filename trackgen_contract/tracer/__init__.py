@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Protocol
 
 from ..registry import Entry, installed
-from . import critical
+from . import critical, fastpath
 from .call import WarpCall
 from .headroom import headroom
 
@@ -225,6 +225,7 @@ class Tracer:
         self._thread: int | None = None  # set last on start: from then on calls are seen
         self._claim = threading.Lock()  # held from start to stop: one start at a time
         self._attached = False
+        self._answers = False  # whether it answers the repeat calls of some site
 
     @property
     def active(self) -> bool:
@@ -254,6 +255,9 @@ class Tracer:
             raise RuntimeError(f"this Tracer is already started (by thread {self._thread})")
         claimed.append(True)
         self.blind = None
+        if self._answers:  # remembered as it was being stopped: not for this run
+            self._answers = False
+            fastpath.drop_repeats(self)
         _core.attach(self)
         self._attached = True
         _started.add(self)
@@ -266,6 +270,9 @@ class Tracer:
         current = _active.get()
         if self in current:
             _active.set(tuple(t for t in current if t is not self))
+        if self._answers:
+            self._answers = False
+            fastpath.drop_repeats(self)
         if self._attached:
             self._attached = False
             self.blind = _core.detach(self, thread if thread is not None else threading.get_ident())
@@ -273,6 +280,24 @@ class Tracer:
         headroom.settle()
         if self._claim.locked():
             self._claim.release()
+
+    def answer_repeats(
+        self, call: WarpCall, check: fastpath.Check | None, answer: Callable[[], object]
+    ) -> None:
+        """Answer later calls made at `call`'s site the same way (the same callable from the
+        same code and module, `check` of the caller's frame passing, see
+        `WarpCall.repeat_check`) by calling ``answer()`` in place of ``on_call``, while
+        this tracer is the only one running in its thread. For calls whose verdict follows
+        from their site alone (see `rules.SiteVerdicts`); `call` must be live, and the
+        tracer made with ``every_call=False``.
+
+        ``answer`` runs inside the core's callback, with nothing around it: it must be
+        flat (no call of Python code of its own) and must not raise. One refused for lack
+        of room near the recursion limit has the call judged in full instead."""
+        if self.every_call:
+            raise ValueError("a Tracer with every_call=True sees every call: it cannot answer repeats")
+        if call.remember_repeat(self, check, answer):
+            self._answers = True  # after: a stop or start in between still drops it
 
     @critical.entry
     def __enter__(self) -> Tracer:

@@ -234,6 +234,17 @@ class WarpCall:
             self._unanalysed(error)
             return False
 
+    def remember_repeat(
+        self, tracer: object, check: fastpath.Check | None, answer: Callable[[], object]
+    ) -> bool:
+        """Let `tracer` answer later calls made at this call's site the same way (see
+        `Tracer.answer_repeats`). Whether it was remembered (a live call only)."""
+        frame = self._frame
+        if frame is None or frame.f_back is None:
+            return False
+        fastpath.remember_repeat(frame.f_back, frame.f_code, check, tracer, answer)
+        return True
+
     def made_as(self, check: fastpath.Check) -> bool:
         """Whether this live call passes a `repeat_check` of an earlier call at its site."""
         frame = self._frame

@@ -15,7 +15,13 @@ Only tracers that ask for every call (a plain `Tracer`, the command line) keep t
 path: the callback skips a clean call only when every running tracer of the thread lets
 clean calls pass (`Tracer.skips_clean`).
 
-The table holds the code objects it names, so it is bounded (emptied when full) and
+A breach whose findings follow from its call site alone (see `rules.SiteVerdicts`) is
+judged in full twice; a guard then lets its tracer answer the site's repeat calls
+(`remember_repeat`), and the core hands a repeat call, recognised the same way, straight
+to that answer (`answer_repeat`): no `WarpCall`, no reading of the call. Only while that
+tracer is the only running one of its thread; its sites are dropped when it stops.
+
+The tables hold the code objects they name, so they are bounded (emptied when full) and
 emptied when the core disarms.
 """
 
@@ -59,6 +65,32 @@ _size = [0]
 # user's Site, the caller, that it is direct): worked out once, so that a repeat breach
 # there is recorded without walking the stack again. id(caller code) -> {f_lasti: entry}
 statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
+
+
+class Repeat:
+    """A call site whose calls one tracer answers by calling `answer` (see `repeated`)."""
+
+    __slots__ = ("answer", "callee", "caller", "check", "module", "tracer")
+
+    def __init__(
+        self,
+        caller: CodeType,
+        callee: CodeType,
+        module: object,
+        check: Check | None,
+        tracer: object,
+        answer: Callable[[], object],
+    ) -> None:
+        self.caller = caller
+        self.callee = callee
+        self.module = module
+        self.check = check
+        self.tracer = tracer
+        self.answer = answer
+
+
+#: id(caller code) -> {f_lasti: Repeat}
+repeats: dict[int, dict[int, Repeat]] = {}
 
 
 class _Quiet:
@@ -105,6 +137,68 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
     for tracer in mine:
         tracer.clean_calls += 1
     return True
+
+
+def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: int) -> bool:
+    """Whether a call of `callee` from `caller` is made at a remembered repeat site the
+    same way (the same caller code, the same module, its check passing) while the tracer
+    that remembered it is the only running one of `thread` (and lets clean calls pass):
+    then its answer is called in place of judging the call."""
+    sites = repeats.get(id(caller.f_code))
+    known = sites and sites.get(caller.f_lasti)
+    if (
+        not known
+        or known.caller is not caller.f_code
+        or known.callee is not callee
+        or known.module != module_key(caller.f_globals)
+    ):
+        return False
+    mine = quiet(tracers, thread)
+    if mine is None or len(mine) != 1 or mine[0] is not known.tracer:
+        return False
+    try:
+        if known.check is not None and not known.check(caller):
+            return False
+    except Exception:  # the check could not tell: judged in full
+        return False
+    try:
+        known.answer()
+    except RecursionError:  # no room so deep (it failed on entry): judged in full, given room
+        return False
+    return True
+
+
+def remember_repeat(
+    caller: FrameType,
+    callee: CodeType,
+    check: Check | None,
+    tracer: object,
+    answer: Callable[[], object],
+) -> None:
+    """Let `tracer` answer later calls of `callee` at `caller`'s site (see `repeated`)."""
+    sites = repeats.get(id(caller.f_code))
+    known = sites and sites.get(caller.f_lasti)
+    if known and known.tracer is tracer and known.caller is caller.f_code:
+        return  # remembered already (a nested tracer kept it from being used)
+    if _size[0] >= _LIMIT:
+        forget()
+    sites = repeats.setdefault(id(caller.f_code), {})
+    if caller.f_lasti not in sites:
+        _size[0] += 1
+    module = module_key(caller.f_globals)
+    sites[caller.f_lasti] = Repeat(caller.f_code, callee, module, check, tracer, answer)
+
+
+def drop_repeats(tracer: object) -> None:
+    """Forget the sites `tracer` answers (it stops). Another thread may change the table
+    meanwhile: it is read from copies, and an entry dropped by mistake only costs a full
+    judging of the next call there."""
+    for key, sites in list(repeats.items()):
+        for lasti, known in list(sites.items()):
+            if known.tracer is tracer and sites.pop(lasti, None) is not None:
+                _size[0] -= 1
+        if not sites:
+            repeats.pop(key, None)
 
 
 def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
@@ -154,6 +248,7 @@ def forget() -> None:
     """Empty the tables (the core disarmed, or one is full)."""
     table.clear()
     statics.clear()
+    repeats.clear()
     _size[0] = 0
     last.tracers = last.mine = None  # it holds tracers, and so their guards' records
 

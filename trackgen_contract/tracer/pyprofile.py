@@ -182,8 +182,12 @@ class ProfileCore(ArmingCore):
         return profile
 
     def _judge(self, tracers: tuple, entry: Entry, frame: FrameType, hook: _Hook) -> None:
-        # A watched call: a clean site is answered from the caller's frame (fastpath).
-        if fastpath.answered(tracers, frame.f_code, frame.f_back, threading.get_ident()):
+        # A watched call: a clean site or a repeat of a judged breach is answered from
+        # the caller's frame (fastpath).
+        caller, thread = frame.f_back, threading.get_ident()
+        if fastpath.answered(tracers, frame.f_code, caller, thread):
+            return
+        if caller and fastpath.answer_repeat(tracers, frame.f_code, caller, thread):
             return
         try:
             self._dispatch(tracers, entry, frame)

@@ -112,11 +112,13 @@ class SysMonitoringCore(ArmingCore):
 
     def _make_callback(self) -> Callable[[CodeType, int], None]:
         # Runs at every start of a watched function, in every thread: a closure over
-        # locals, the cheap context check first, then a clean site answered from the
-        # caller's frame alone (see fastpath) before any WarpCall is made.
+        # locals, the cheap context check first, then a clean site or a repeat of a judged
+        # breach answered from the caller's frame alone (see fastpath) before any
+        # WarpCall is made.
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
         entries, clean_sites, ident = installed().by_id, fastpath.table, threading.get_ident
         quiet, last = fastpath.quiet, fastpath.last
+        repeats, answer_repeat = fastpath.repeats, fastpath.answer_repeat
 
         def on_start(code: CodeType, offset: int) -> None:
             tracers = active()
@@ -144,6 +146,8 @@ class SysMonitoringCore(ArmingCore):
                         for tracer in mine:
                             tracer.clean_calls += 1
                         return
+            if repeats and caller and answer_repeat(tracers, code, caller, ident()):
+                return
             try:
                 # frame_of(1) is the watched function's frame, about to run its body.
                 dispatch(tracers, entries[id(code)], frame_of(1))
