@@ -70,20 +70,21 @@ statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
 class Repeat:
     """A call site whose calls one tracer answers by calling `answer` (see `repeated`)."""
 
-    __slots__ = ("answer", "callee", "caller", "check", "module", "tracer")
+    __slots__ = ("answer", "callee", "caller", "check", "globals", "tracer")
 
     def __init__(
         self,
-        caller: CodeType,
+        caller: FrameType,
         callee: CodeType,
-        module: object,
         check: Check | None,
         tracer: object,
         answer: Callable[[], object],
     ) -> None:
-        self.caller = caller
+        self.caller = caller.f_code
+        # The very globals, not only the module's name (as the guard's memo tells them):
+        # cheaper to test, and a copy of a module's globals is judged in full again.
+        self.globals = caller.f_globals
         self.callee = callee
-        self.module = module
         self.check = check
         self.tracer = tracer
         self.answer = answer
@@ -141,7 +142,7 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
 
 def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: int) -> bool:
     """Whether a call of `callee` from `caller` is made at a remembered repeat site the
-    same way (the same caller code, the same module, its check passing) while the tracer
+    same way (the same caller code and globals, its check passing) while the tracer
     that remembered it is the only running one of `thread` (and lets clean calls pass):
     then its answer is called in place of judging the call."""
     sites = repeats.get(id(caller.f_code))
@@ -150,10 +151,13 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         not known
         or known.caller is not caller.f_code
         or known.callee is not callee
-        or known.module != module_key(caller.f_globals)
+        or known.globals is not caller.f_globals
     ):
         return False
-    mine = quiet(tracers, thread)
+    if tracers is last.tracers and thread == last.thread:
+        mine = last.mine
+    else:
+        mine = quiet(tracers, thread)
     if mine is None or len(mine) != 1 or mine[0] is not known.tracer:
         return False
     try:
@@ -178,15 +182,19 @@ def remember_repeat(
     """Let `tracer` answer later calls of `callee` at `caller`'s site (see `repeated`)."""
     sites = repeats.get(id(caller.f_code))
     known = sites and sites.get(caller.f_lasti)
-    if known and known.tracer is tracer and known.caller is caller.f_code:
+    if (
+        known
+        and known.tracer is tracer
+        and known.caller is caller.f_code
+        and known.globals is caller.f_globals
+    ):
         return  # remembered already (a nested tracer kept it from being used)
     if _size[0] >= _LIMIT:
         forget()
     sites = repeats.setdefault(id(caller.f_code), {})
     if caller.f_lasti not in sites:
         _size[0] += 1
-    module = module_key(caller.f_globals)
-    sites[caller.f_lasti] = Repeat(caller.f_code, callee, module, check, tracer, answer)
+    sites[caller.f_lasti] = Repeat(caller, callee, check, tracer, answer)
 
 
 def drop_repeats(tracer: object) -> None:
