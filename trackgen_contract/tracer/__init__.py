@@ -285,7 +285,7 @@ class Tracer:
         self, call: WarpCall, check: fastpath.Check | None, answer: Callable[[], object]
     ) -> None:
         """Answer later calls made at `call`'s site the same way (the same callable from the
-        same code and module, `check` of the caller's frame passing, see
+        same code under the same globals, `check` of the caller's frame passing, see
         `WarpCall.repeat_check`) by calling ``answer()`` in place of ``on_call``, while
         this tracer is the only one running in its thread. For calls whose verdict follows
         from their site alone (see `rules.SiteVerdicts`); `call` must be live, and the
@@ -295,7 +295,7 @@ class Tracer:
         flat (no call of Python code of its own) and must not raise. One refused for lack
         of room near the recursion limit has the call judged in full instead."""
         if self.every_call:
-            raise ValueError("a Tracer with every_call=True sees every call: it cannot answer repeats")
+            raise ValueError("a Tracer made with every_call=True cannot answer repeats for them")
         if call.remember_repeat(self, check, answer):
             self._answers = True  # after: a stop or start in between still drops it
 

@@ -13,7 +13,7 @@ callable the site loads and an identity test.
 
 Only tracers that ask for every call (a plain `Tracer`, the command line) keep the full
 path: the callback skips a clean call only when every running tracer of the thread lets
-clean calls pass (`Tracer.skips_clean`).
+clean calls pass (made with ``every_call=False``).
 
 A breach whose findings follow from its call site alone (see `rules.SiteVerdicts`) is
 judged in full twice; a guard then lets its tracer answer the site's repeat calls
@@ -68,7 +68,7 @@ statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
 
 
 class Repeat:
-    """A call site whose calls one tracer answers by calling `answer` (see `repeated`)."""
+    """A call site whose calls one tracer answers by calling `answer` (see `answer_repeat`)."""
 
     __slots__ = ("answer", "callee", "caller", "check", "globals", "tracer")
 
@@ -179,7 +179,7 @@ def remember_repeat(
     tracer: object,
     answer: Callable[[], object],
 ) -> None:
-    """Let `tracer` answer later calls of `callee` at `caller`'s site (see `repeated`)."""
+    """Let `tracer` answer later calls of `callee` at `caller`'s site (see `answer_repeat`)."""
     sites = repeats.get(id(caller.f_code))
     known = sites and sites.get(caller.f_lasti)
     if (
