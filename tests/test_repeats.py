@@ -18,6 +18,7 @@ from trackgen_contract import (
     Tracer,
     hot_path_guard,
     no_host_sync,
+    sanction,
     stream_explicit,
 )
 from trackgen_contract.tracer import fastpath
@@ -263,3 +264,40 @@ def test_repeats_near_the_recursion_limit_are_recorded(arr):
             _nest(depth, _syncs)
         assert len(guard.violations) == 2 * ROUNDS, depth
     assert sys.getrecursionlimit() == limit
+
+
+def _syncs_in(name):
+    """A copy of `_syncs` (a code object of its own) under globals of its own, named `name`."""
+    code = _syncs.__code__.replace()
+    assert code is not _syncs.__code__
+    return types.FunctionType(code, {"wp": wp, "ROUNDS": ROUNDS, "__name__": name})
+
+
+def test_a_module_renamed_in_place_moves_its_breaches_to_the_new_name():
+    syncs = _syncs_in("first")
+    allow = [("wp.synchronize", "second", "_syncs")]
+    with no_host_sync(strict=False, allow=allow) as guard:
+        syncs()
+        syncs.__globals__["__name__"] = "second"  # the same dict: now another module's site
+        syncs()
+    assert len(guard.violations) == ROUNDS
+    assert [v.site.module for v in guard.violations] == ["first"] * ROUNDS
+    assert len(guard.allowed) == ROUNDS
+
+
+def test_a_function_marked_as_a_sanctioned_site_meanwhile_is_sanctioned_from_then_on():
+    syncs = _syncs_in("marked_later")
+    with no_host_sync(strict=False) as guard, sanction.scope("poll"):
+        syncs()
+        sanction.site("poll")(syncs)  # its code is marked now: a scope lets it through
+        syncs()
+    assert len(guard.violations) == ROUNDS
+    assert len(guard.sanctioned) == ROUNDS
+
+
+def test_records_replaced_in_the_block_get_the_later_repeats():
+    with no_host_sync(strict=False) as guard:
+        _syncs()
+        guard.violations = []  # what a test may do to look at what follows only
+        _syncs()
+    assert len(guard.violations) == ROUNDS

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable
 from functools import partial
 
+from . import sanction
 from .pragmas import accepting
 from .rules import (
     ALLOWED,
@@ -246,39 +247,44 @@ class HotPathGuard:
         place = self._place(finding)
         if place is None:
             return
-        records, item = place
-        records.append(item)
-        if records is self.violations and self.strict:
+        name, item = place
+        getattr(self, name).append(item)
+        if name == "violations" and self.strict:
             raise HotPathViolation(breach_message(item))  # type: ignore[arg-type]
 
-    def _place(self, finding: Finding) -> tuple[list, object] | None:
-        """Where a finding is recorded, and as what."""
+    def _place(self, finding: Finding) -> tuple[str, object] | None:
+        """Which record a finding goes to (by attribute name), and as what."""
         violation = finding.violation
         if finding.outcome == SANCTIONED:
-            return self.sanctioned, violation.key
+            return "sanctioned", violation.key
         if finding.outcome == ALLOWED:
-            return self.allowed, violation.key
+            return "allowed", violation.key
         if finding.outcome != VIOLATION:
             return None
         accepted = accepting(violation)  # a pragma on the breaching line
         if accepted is not None:
-            return self.allowed, accepted
-        return self.violations, violation
+            return "allowed", accepted
+        return "violations", violation
 
     def _answer_repeats(self, call: WarpCall, known: Known) -> None:
         # The tracer's answer only appends: a breach that a strict guard refuses is judged
         # in full each time.
         places = tuple(p for p in map(self._place, known.findings) if p is not None)
         tracer = self._tracer
-        if tracer is None or (self.strict and any(r is self.violations for r, _ in places)):
+        if tracer is None or (self.strict and any(n == "violations" for n, _ in places)):
             return
-        tracer.answer_repeats(call, known.check, partial(self._on_repeat, places))
+        tracer.answer_repeats(call, known.check, partial(self._on_repeat, places, known.marks))
 
-    def _on_repeat(self, places: tuple[tuple[list, object], ...]) -> None:
-        # Runs in the core's callback: flat, nothing that can raise (see Tracer.answer_repeats).
+    def _on_repeat(self, places: tuple[tuple[str, object], ...], marks: int) -> bool:
+        # Runs in the core's callback (see Tracer.answer_repeats): first what may refuse or
+        # fail, then the appends, so that a call judged in full instead is recorded once.
+        if sanction.marks() != marks:
+            return False  # a function marked since may be sanctioned now
+        records = [getattr(self, name) for name, _ in places]  # the lists of this block
         self._judged += 1
-        for records, item in places:
-            records.append(item)
+        for record, (_, item) in zip(records, places, strict=True):
+            record.append(item)
+        return True
 
     @property
     def ok(self) -> bool:

@@ -456,11 +456,13 @@ _SITE_ONLY_OPS = frozenset((SYNC, READBACK, MEMSET, SCOPED_STREAM, CAPTURE, LAUN
 
 class Known(NamedTuple):
     """The findings remembered for a call site (see `SiteVerdicts`): its `WarpCall.site_key`,
-    and the check a repeat call there must pass (None: the site alone decides)."""
+    the check a repeat call there must pass (None: the site alone decides), and
+    `sanction.marks` when they were found."""
 
     key: tuple
     findings: list[Finding]
     check: Check | None
+    marks: int
 
 
 class SiteVerdicts:
@@ -487,9 +489,11 @@ class SiteVerdicts:
         if (
             known is not None
             and known.key == key
+            and known.marks == sanction.marks()  # else: its caller may be sanctioned now
             and (known.check is None or call.made_as(known.check))
         ):
             return known.findings, known
+        marks = sanction.marks()
         findings = judge(call, self.policy)
         if slot and findings:
             site_only = depends_on_site_only(call)
@@ -497,7 +501,7 @@ class SiteVerdicts:
                 if len(self._known) >= self.LIMIT:
                     self._known.clear()
                 check = None if site_only is True else site_only
-                self._known[slot] = Known(key, findings, check)  # type: ignore[arg-type]
+                self._known[slot] = Known(key, findings, check, marks)  # type: ignore[arg-type]
         return findings, None
 
     def forget(self) -> None:

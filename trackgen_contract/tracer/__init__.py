@@ -291,9 +291,9 @@ class Tracer:
         from their site alone (see `rules.SiteVerdicts`); `call` must be live, and the
         tracer made with ``every_call=False``.
 
-        ``answer`` runs inside the core's callback, with nothing around it: it must be
-        flat (no call of Python code of its own) and must not raise. One refused for lack
-        of room near the recursion limit has the call judged in full instead."""
+        ``answer()`` runs inside the core's callback, with nothing around it: it should be
+        short. It may refuse a call by returning False, or fail (a RecursionError near the
+        limit), only before it recorded anything: the call is then judged in full."""
         if self.every_call:
             raise ValueError("a Tracer made with every_call=True cannot answer repeats for them")
         if call.remember_repeat(self, check, answer):

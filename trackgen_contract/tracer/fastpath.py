@@ -70,7 +70,7 @@ statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
 class Repeat:
     """A call site whose calls one tracer answers by calling `answer` (see `answer_repeat`)."""
 
-    __slots__ = ("answer", "callee", "caller", "check", "globals", "tracer")
+    __slots__ = ("answer", "callee", "caller", "check", "globals", "name", "tracer")
 
     def __init__(
         self,
@@ -81,9 +81,10 @@ class Repeat:
         answer: Callable[[], object],
     ) -> None:
         self.caller = caller.f_code
-        # The very globals, not only the module's name (as the guard's memo tells them):
-        # cheaper to test, and a copy of a module's globals is judged in full again.
+        # The very globals, and the very ``__name__`` object they hold: a name changed in
+        # place changes the user's site; a copy of the globals is judged in full again.
         self.globals = caller.f_globals
+        self.name = dict.get(caller.f_globals, "__name__")
         self.callee = callee
         self.check = check
         self.tracer = tracer
@@ -142,9 +143,9 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
 
 def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: int) -> bool:
     """Whether a call of `callee` from `caller` is made at a remembered repeat site the
-    same way (the same caller code and globals, its check passing) while the tracer
-    that remembered it is the only running one of `thread` (and lets clean calls pass):
-    then its answer is called in place of judging the call."""
+    same way (the same caller code, globals and module name, its check passing) while
+    the tracer that remembered it is the only running one of `thread` (and lets clean
+    calls pass), and its answer, called in place of judging the call, takes it."""
     sites = repeats.get(id(caller.f_code))
     known = sites and sites.get(caller.f_lasti)
     if (
@@ -152,6 +153,7 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         or known.caller is not caller.f_code
         or known.callee is not callee
         or known.globals is not caller.f_globals
+        or dict.get(known.globals, "__name__") is not known.name
     ):
         return False
     if tracers is last.tracers and thread == last.thread:
@@ -166,10 +168,9 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
     except Exception:  # the check could not tell: judged in full
         return False
     try:
-        known.answer()
-    except RecursionError:  # no room so deep (it failed on entry): judged in full, given room
-        return False
-    return True
+        return known.answer() is not False  # False: it refused, nothing recorded
+    except Exception:  # no room so deep (RecursionError), or it failed before recording
+        return False  # judged in full, given room
 
 
 def remember_repeat(
