@@ -155,3 +155,28 @@ def test_plugin_and_guards_in_xdist_workers(pytester, request, monkeypatch):
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=5, failed=4)
     result.stdout.fnmatch_lines(["*HotPathViolation: host sync on a hot path*"])
+
+
+@pytest.mark.skipif(not SYSMON, reason="sys.monitoring: Python 3.12+")
+def test_the_next_tool_on_our_id_gets_no_event_of_ours(arr):
+    """After the last guard, the tool id it held is free and a tool that takes it finds no
+    event set on Warp's functions (from 3.14 freeing the id clears them; before, the guard
+    clears each one)."""
+    from trackgen_contract.tracer import _core
+
+    with hot_path_guard(strict=False):
+        gen.launch_with_stream(arr)
+        ours = _core.tool_id
+    monitoring = sys.monitoring
+    assert monitoring.get_tool(ours) is None
+    seen = []
+    monitoring.use_tool_id(ours, "another tool")
+    try:
+        monitoring.register_callback(ours, monitoring.events.PY_START, lambda c, o: seen.append(c))
+        gen.launch_with_stream(arr)
+        gen.read_back(arr)
+    finally:
+        monitoring.register_callback(ours, monitoring.events.PY_START, None)
+        monitoring.free_tool_id(ours)
+    assert seen == []
+    assert_nothing_left()
