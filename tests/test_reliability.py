@@ -606,6 +606,13 @@ def test_a_child_that_forks_inside_its_own_guard_keeps_working():
     no_problems(*run_child("forks.py", "nested", timeout=120))
 
 
+def test_a_forked_child_gets_no_answer_of_its_parents_guard():
+    # BUG: the child kept the parent's repeat answers and its last quiet tracers: a call at
+    # the answered site, once anything armed the core in the child, was recorded into the
+    # child's copy of the parent's guard.
+    no_problems(*run_child("forks.py", "answers", timeout=120))
+
+
 def test_forks_while_another_thread_enters_and_exits_guards_never_hang():
     # BUGS: (3.11) a child forked while the other thread is inside
     # functools.cached_property (`Policy.rules`, read at a guard's first watched call;

@@ -270,16 +270,20 @@ class HotPathGuard:
         # The tracer's answer only appends: a breach that a strict guard refuses is judged
         # in full each time.
         places = tuple(p for p in map(self._place, known.findings) if p is not None)
+        breaches = any(name == "violations" for name, _ in places)
         tracer = self._tracer
-        if tracer is None or (self.strict and any(n == "violations" for n, _ in places)):
+        if tracer is None or (self.strict and breaches):
             return
-        tracer.answer_repeats(call, known.check, partial(self._on_repeat, places, known.marks))
+        answer = partial(self._on_repeat, places, known.marks, breaches)
+        tracer.answer_repeats(call, known.check, answer)
 
-    def _on_repeat(self, places: tuple[tuple[str, object], ...], marks: int) -> bool:
+    def _on_repeat(
+        self, places: tuple[tuple[str, object], ...], marks: int, breaches: bool
+    ) -> bool:
         # Runs in the core's callback (see Tracer.answer_repeats): first what may refuse or
         # fail, then the appends, so that a call judged in full instead is recorded once.
-        if sanction.marks() != marks:
-            return False  # a function marked since may be sanctioned now
+        if (breaches and self.strict) or sanction.marks() != marks:
+            return False  # made strict since (refused in full), or its caller marked since
         records = [getattr(self, name) for name, _ in places]  # the lists of this block
         self._judged += 1
         for record, (_, item) in zip(records, places, strict=True):

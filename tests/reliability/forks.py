@@ -13,6 +13,10 @@ Modes:
   thread forks ``--forks`` times. Each child must enter and exit a guard of its own within
   ``--child-timeout`` seconds: a child stuck on a lock its parent's other thread held at
   the fork is reported as hung (with its stack).
+- ``answers``: the parent's guard answers a repeat breach site from the core (see
+  ``tracer.fastpath``) when it forks; in the child a call at that site, with the core
+  armed again, is not recorded in the child's copy of the parent's guard, and a guard of
+  the child's own records it.
 - ``sweep``: the same, deterministic: another thread stops at each line it executes
   while it enters a host-sync guard, breaches it and exits, and the main thread forks
   there; each child must work as above and have ``TRACKGEN_DEBUG_SYNC`` as the user set
@@ -267,6 +271,53 @@ def run_sweep(child_timeout: float) -> dict:
     return {"forks": points, "problems": problems}
 
 
+def _sync() -> None:
+    import warp as wp
+
+    wp.synchronize()  # one call site: a repeat breach after the first calls
+
+
+def run_answers(child_timeout: float) -> dict:
+    from trackgen_contract import no_host_sync
+    from trackgen_contract.tracer import keep_armed
+
+    problems: list[str] = []
+    with no_host_sync(strict=False) as parents:
+        for _ in range(3):
+            _sync()
+        pid = os.fork()
+        if pid == 0:
+            faulthandler_register()
+            status = 0
+            try:
+                before = len(parents.violations)
+                with keep_armed():  # the core armed again, in the child
+                    _sync()
+                with no_host_sync(strict=False) as own:
+                    for _ in range(3):
+                        _sync()
+                if len(parents.violations) != before:
+                    status = 3
+                elif len(own.violations) != 3:
+                    status = 4
+            except BaseException:
+                status = 5
+            os._exit(status)
+        status = _wait(pid, child_timeout)
+    what = {
+        3: "recorded a call of its own into its copy of the parent's guard",
+        4: "had a guard of its own that did not record its calls",
+        5: "raised",
+        "hung": "hung",
+    }
+    if status != 0:
+        problems.append(f"the child {what.get(status, f'exited with {status}')}")
+    if len(parents.violations) != 3:
+        problems.append(f"the parent's guard recorded {len(parents.violations)} breaches, not 3")
+    final_state(problems, env_value=USER_VALUE)
+    return {"problems": problems}
+
+
 def faulthandler_register() -> None:
     import faulthandler
 
@@ -275,7 +326,7 @@ def faulthandler_register() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["pool", "nested", "race", "sweep"])
+    parser.add_argument("mode", choices=["pool", "nested", "race", "sweep", "answers"])
     parser.add_argument("--forks", type=int, default=40)
     parser.add_argument("--child-timeout", type=float, default=8.0)
     args = parser.parse_args()
@@ -287,6 +338,8 @@ def main() -> None:
         result = run_pool(nested_worker)
     elif args.mode == "race":
         result = run_race(args.forks, args.child_timeout)
+    elif args.mode == "answers":
+        result = run_answers(args.child_timeout)
     else:
         result = run_sweep(args.child_timeout)
     report({"python": sys.version.split()[0], "mode": args.mode, **result})

@@ -257,7 +257,7 @@ class Tracer:
         self.blind = None
         if self._answers:  # remembered as it was being stopped: not for this run
             self._answers = False
-            fastpath.drop_repeats(self)
+            fastpath.let_go(self)
         _core.attach(self)
         self._attached = True
         _started.add(self)
@@ -270,9 +270,8 @@ class Tracer:
         current = _active.get()
         if self in current:
             _active.set(tuple(t for t in current if t is not self))
-        if self._answers:
-            self._answers = False
-            fastpath.drop_repeats(self)
+        self._answers = False
+        fastpath.let_go(self)
         if self._attached:
             self._attached = False
             self.blind = _core.detach(self, thread if thread is not None else threading.get_ident())
@@ -292,8 +291,9 @@ class Tracer:
         tracer made with ``every_call=False``.
 
         ``answer()`` runs inside the core's callback, with nothing around it: it should be
-        short. It may refuse a call by returning False, or fail (a RecursionError near the
-        limit), only before it recorded anything: the call is then judged in full."""
+        short. It may refuse a call by returning False, or fail with RecursionError near
+        the limit, only before it recorded anything: the call is then judged in full. Any
+        other exception reaches the call, as one raised by ``on_call`` does."""
         if self.every_call:
             raise ValueError("a Tracer made with every_call=True cannot answer repeats for them")
         if call.remember_repeat(self, check, answer):
@@ -358,6 +358,7 @@ def _reset_after_fork() -> None:
         if tracer._claim.locked():
             tracer._claim.release()
     _started.clear()
+    fastpath.forget()  # the parent's answers and its last quiet tracers
     _core.reset_after_fork()
 
 

@@ -169,8 +169,8 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         return False
     try:
         return known.answer() is not False  # False: it refused, nothing recorded
-    except Exception:  # no room so deep (RecursionError), or it failed before recording
-        return False  # judged in full, given room
+    except RecursionError:  # no room so deep: it fails on entry, judged in full given room
+        return False
 
 
 def remember_repeat(
@@ -181,15 +181,6 @@ def remember_repeat(
     answer: Callable[[], object],
 ) -> None:
     """Let `tracer` answer later calls of `callee` at `caller`'s site (see `answer_repeat`)."""
-    sites = repeats.get(id(caller.f_code))
-    known = sites and sites.get(caller.f_lasti)
-    if (
-        known
-        and known.tracer is tracer
-        and known.caller is caller.f_code
-        and known.globals is caller.f_globals
-    ):
-        return  # remembered already (a nested tracer kept it from being used)
     if _size[0] >= _LIMIT:
         forget()
     sites = repeats.setdefault(id(caller.f_code), {})
@@ -198,7 +189,7 @@ def remember_repeat(
     sites[caller.f_lasti] = Repeat(caller, callee, check, tracer, answer)
 
 
-def drop_repeats(tracer: object) -> None:
+def _drop_repeats(tracer: object) -> None:
     """Forget the sites `tracer` answers (it stops). Another thread may change the table
     meanwhile: it is read from copies, and an entry dropped by mistake only costs a full
     judging of the next call there."""
@@ -251,6 +242,14 @@ def _remember(caller: FrameType, callee: CodeType, check: Check | None) -> None:
     if caller.f_lasti not in sites:
         _size[0] += 1
     sites[caller.f_lasti] = Clean(caller.f_code, callee, check)
+
+
+def let_go(tracer: object) -> None:
+    """Hold `tracer` no longer (it stops): drop its repeat sites, and the last `quiet`
+    answer if it names it (that would keep the tracer, and its guard, alive)."""
+    _drop_repeats(tracer)
+    if tracer in (last.tracers or ()) or tracer in (last.mine or ()):
+        last.tracers = last.mine = None
 
 
 def forget() -> None:

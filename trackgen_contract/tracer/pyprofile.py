@@ -187,9 +187,9 @@ class ProfileCore(ArmingCore):
         caller, thread = frame.f_back, threading.get_ident()
         if fastpath.answered(tracers, frame.f_code, caller, thread):
             return
-        if caller and fastpath.answer_repeat(tracers, frame.f_code, caller, thread):
-            return
         try:
+            if caller and fastpath.answer_repeat(tracers, frame.f_code, caller, thread):
+                return
             self._dispatch(tracers, entry, frame)
         except BaseException:
             hook.raised = True
