@@ -162,10 +162,7 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         mine = quiet(tracers, thread)
     if mine is None or len(mine) != 1 or mine[0] is not known.tracer:
         return False
-    try:
-        if known.check is not None and not known.check(caller):
-            return False
-    except Exception:  # the check could not tell: judged in full
+    if known.check is not None and not known.check(caller):  # as on the clean path
         return False
     try:
         return known.answer() is not False  # False: it refused, nothing recorded
