@@ -269,25 +269,29 @@ class HotPathGuard:
     def _answer_repeats(self, call: WarpCall, known: Known) -> None:
         # The tracer's answer only appends: a breach that a strict guard refuses is judged
         # in full each time.
-        places = tuple(p for p in map(self._place, known.findings) if p is not None)
-        breaches = any(name == "violations" for name, _ in places)
+        places = [p for p in map(self._place, known.findings) if p is not None]
+        names, items = tuple(n for n, _ in places), tuple(i for _, i in places)
+        breaches = "violations" in names
         tracer = self._tracer
-        if tracer is None or (self.strict and breaches):
+        if tracer is None or not names or (self.strict and breaches):
             return
-        answer = partial(self._on_repeat, places, known.marks, breaches)
+        answer = partial(self._on_repeat, names, items, known.marks, breaches)
         tracer.answer_repeats(call, known.check, answer)
 
-    def _on_repeat(
-        self, places: tuple[tuple[str, object], ...], marks: int, breaches: bool
-    ) -> bool:
+    def _on_repeat(self, names: tuple[str, ...], items: tuple, marks: int, breaches: bool) -> bool:
         # Runs in the core's callback (see Tracer.answer_repeats): first what may refuse or
         # fail, then the appends, so that a call judged in full instead is recorded once.
         if (breaches and self.strict) or sanction.marks() != marks:
             return False  # made strict since (refused in full), or its caller marked since
-        records = [getattr(self, name) for name, _ in places]  # the lists of this block
+        if len(names) == 1:  # one finding, the common case: no loop (it costs as much again)
+            records = getattr(self, names[0])  # the lists of this block
+            self._judged += 1
+            records.append(items[0])
+            return True
+        lists = [getattr(self, name) for name in names]
         self._judged += 1
-        for record, (_, item) in zip(records, places, strict=True):
-            record.append(item)
+        for records, item in zip(lists, items, strict=True):
+            records.append(item)
         return True
 
     @property
