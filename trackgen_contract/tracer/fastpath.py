@@ -16,7 +16,7 @@ path: the callback skips a clean call only when every running tracer of the thre
 clean calls pass (made with ``every_call=False``).
 
 A breach whose findings follow from its call site alone (see `rules.SiteVerdicts`) is
-judged in full twice; a guard then lets its tracer answer the site's repeat calls
+judged at its first two calls; a guard then lets its tracer answer the site's repeat calls
 (`remember_repeat`), and the core hands a repeat call, recognised the same way, straight
 to that answer (`answer_repeat`): no `WarpCall`, no reading of the call. Only while that
 tracer is the only running one of its thread; its sites are dropped when it stops.
@@ -245,7 +245,8 @@ def let_go(tracer: object) -> None:
     """Hold `tracer` no longer (it stops): drop its repeat sites, and the last `quiet`
     answer if it names it (that would keep the tracer, and its guard, alive)."""
     _drop_repeats(tracer)
-    if tracer in (last.tracers or ()) or tracer in (last.mine or ()):
+    named = (*(last.tracers or ()), *(last.mine or ()))
+    if any(t is tracer for t in named):  # by identity: no __eq__ of a Tracer subclass runs
         last.tracers = last.mine = None
 
 
