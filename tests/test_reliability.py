@@ -650,3 +650,34 @@ def test_a_guard_entered_from_a_finaliser_during_enter_or_exit():
     # tracer's `_active.set`): the guard in the finaliser is a segfault.
     result, stderr = run_child("reentry.py", "finaliser", "--watchdog", 25, timeout=60)
     no_problems(result, stderr)
+
+
+# --- signals that wait while a call is judged ----------------------------------------------
+
+
+def test_a_signal_a_waiting_handler_raises_runs_with_it_not_at_the_next_exit():
+    # BUG: a handler that waited for a call to be judged, and raised a signal itself when
+    # it ran, left that second signal waiting until the next call judged in full or the
+    # next guard exit (a Ctrl-C raised that way surfaced only there).
+    ran = []
+
+    def second(signum, frame):
+        ran.append("second")
+
+    def first(signum, frame):
+        ran.append("first")
+        signal.raise_signal(signal.SIGUSR2)
+
+    def on_call(call):
+        if not ran:
+            signal.raise_signal(signal.SIGUSR1)  # arrives while the call is judged
+
+    previous = signal.signal(signal.SIGUSR1, first), signal.signal(signal.SIGUSR2, second)
+    try:
+        with hot_path_guard(strict=False), Tracer(on_call):
+            wp.synchronize()
+            assert ran == ["first", "second"]  # both ran before the call returned
+    finally:
+        signal.signal(signal.SIGUSR1, previous[0])
+        signal.signal(signal.SIGUSR2, previous[1])
+    assert_nothing_left()

@@ -262,19 +262,21 @@ def _finish() -> None:
 
 @entry
 def _deliver() -> None:
-    """Run the handlers of the signals that waited, in order; the first exception one
+    """Run the handlers of the signals that waited, in order, and of those that arrive
+    meanwhile (a handler may raise a signal: it waits too, here); the first exception one
     raises is raised once all have run."""
-    pending, _state.pending = _state.pending, []
     error: BaseException | None = None
-    for signum, frame in pending:
-        handler = _state.originals.get(signum) or _signal.getsignal(signum)
-        if handler is _wrapper:
-            handler = _signal.default_int_handler
-        try:
-            if callable(handler):
-                handler(signum, frame)
-        except BaseException as exc:
-            error = error or exc
+    while _state.pending:
+        pending, _state.pending = _state.pending, []
+        for signum, frame in pending:
+            handler = _state.originals.get(signum) or _signal.getsignal(signum)
+            if handler is _wrapper:
+                handler = _signal.default_int_handler
+            try:
+                if callable(handler):
+                    handler(signum, frame)
+            except BaseException as exc:
+                error = error or exc
     if error is not None:
         raise error
 
