@@ -652,13 +652,15 @@ def test_a_guard_entered_from_a_finaliser_during_enter_or_exit():
     no_problems(result, stderr)
 
 
-# --- signals that wait while a call is judged ----------------------------------------------
+# --- a signal that waited for a guard's entry ----------------------------------------------
 
 
-def test_a_signal_a_waiting_handler_raises_runs_with_it_not_at_the_next_exit():
-    # BUG: a handler that waited for a call to be judged, and raised a signal itself when
-    # it ran, left that second signal waiting until the next call judged in full or the
-    # next guard exit (a Ctrl-C raised that way surfaced only there).
+def test_a_signal_a_waiting_handler_raises_runs_with_it_not_at_the_next_entry(monkeypatch):
+    # BUG: a handler that waited for a guard's exit to complete, and raised a signal itself
+    # when it ran, left that second signal waiting until the next guard's entry or exit (a
+    # Ctrl-C raised that way surfaced only there).
+    from trackgen_contract import guard as guard_module
+
     ran = []
 
     def second(signum, frame):
@@ -668,15 +670,20 @@ def test_a_signal_a_waiting_handler_raises_runs_with_it_not_at_the_next_exit():
         ran.append("first")
         signal.raise_signal(signal.SIGUSR2)
 
-    def on_call(call):
-        if not ran:
-            signal.raise_signal(signal.SIGUSR1)  # arrives while the call is judged
+    restore = guard_module._debug_sync.restore
 
+    def restore_with_a_signal(generation):
+        if not ran:
+            signal.raise_signal(signal.SIGUSR1)  # arrives while the guard is being exited
+        return restore(generation)
+
+    monkeypatch.setattr(guard_module._debug_sync, "restore", restore_with_a_signal)
     previous = signal.signal(signal.SIGUSR1, first), signal.signal(signal.SIGUSR2, second)
     try:
-        with hot_path_guard(strict=False), Tracer(on_call):
-            wp.synchronize()
-            assert ran == ["first", "second"]  # both ran before the call returned
+        with hot_path_guard(strict=False):  # still in use: the handlers stay wrapped
+            with no_host_sync(strict=False):
+                pass
+            assert ran == ["first", "second"]  # both ran before the exit returned
     finally:
         signal.signal(signal.SIGUSR1, previous[0])
         signal.signal(signal.SIGUSR2, previous[1])

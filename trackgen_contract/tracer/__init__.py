@@ -100,9 +100,8 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     # Counted in right after the limit is raised, with no call in between that a signal
     # could cut, and out first thing; a limit left raised is put back by a later settle.
     __tracebackhide__ = True  # read by pytest
-    counted = collecting = held = False
+    counted = collecting = False
     try:
-        held = critical.judging()  # a signal's handler runs once the call is judged
         headroom.widen()
         headroom.users += 1
         counted = True
@@ -114,10 +113,7 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
             headroom.users -= 1
         if collecting:
             gc.enable()
-        try:
-            critical.judged(held)  # with the room still there: it runs a few frames deep
-        finally:
-            headroom.settle()
+        headroom.settle()
 
 
 def _inside_callback() -> bool:

@@ -21,9 +21,6 @@ change runs through `protected`:
   then is handled in the caller's code, past the point of no return.
 - The garbage collector is held off during a change, so no finaliser (a generator holding
   a guard, say) re-enters the core half-way through one.
-- Judging a watched call holds the handlers off the same way (`judging`): the judging
-  falls back on what it can still tell when its own code fails, and must not take a
-  handler's exception for such a failure.
 
 Other threads cannot be interrupted by signals: there, `protected` runs `undo` when the
 change raises, and holds the collector off too.
@@ -161,26 +158,6 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
         done, result = _attempt(change, undo)
         if done:
             return result  # type: ignore[return-value]
-
-
-def judging() -> bool:
-    """Hold the signal handlers off while this thread judges a watched call: an exception
-    a handler raises must reach the user's call, not be taken for the judging's own
-    failure (which falls back on the call's bound values). Only the main thread gets
-    signals. Returns whether it held them; give that to `judged`."""
-    if threading.get_ident() != _state.main:
-        return False
-    _state.depth += 1
-    return True
-
-
-def judged(held: bool) -> None:
-    """Undo `judging`; then, as after a change, the original handlers back if an on_call
-    stopped the last tracer, and the handlers of the signals that waited (they may raise)."""
-    if held:
-        _state.depth -= 1
-        if not _state.depth:
-            _finish()
 
 
 @entry
