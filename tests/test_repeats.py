@@ -339,9 +339,9 @@ class _Alarm(Exception):
 
 
 def _swallowed(guarded, calls, breaches):
-    """Run `calls` (`breaches` breaching calls) in a loop for a second under `guarded()`,
-    which yields its guard, while SIGALRM fires every 0.2 ms with a handler that raises
-    (once per turn): how many loop turns had a handler raise and yet ran to their end
+    """Run `calls` (`breaches` breaching calls) twice under `guarded()`, which yields its
+    guard, then in a loop for a second while SIGALRM fires every 0.2 ms with a handler that
+    raises (once per turn): how many loop turns had a handler raise and yet ran to their end
     (the exception swallowed on the way), how many turns recorded more breaches than they
     made, and how many handlers raised."""
     raised_here, raised = [False], [0]
@@ -358,6 +358,8 @@ def _swallowed(guarded, calls, breaches):
     gc.disable()  # a handler run inside a gc callback (some plugins install one) is lost
     try:
         with guarded() as guard:
+            calls()  # judged in full, then from the guard's memo: before any signal
+            calls()
             signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline:
