@@ -486,14 +486,14 @@ class SiteVerdicts:
         key = call.site_key()
         slot = key and (id(key[0]), key[1], id(key[2]))
         known = self._known.get(slot) if slot else None
+        marks = sanction.marks()
         if (
             known is not None
             and known.key == key
-            and known.marks == sanction.marks()  # else: its caller may be sanctioned now
+            and known.marks == marks  # else: its caller may be sanctioned now
             and (known.check is None or call.made_as(known.check))
         ):
             return known.findings, known
-        marks = sanction.marks()
         findings = judge(call, self.policy)
         if slot and findings:
             site_only = depends_on_site_only(call)

@@ -225,7 +225,6 @@ class Tracer:
         self._thread: int | None = None  # set last on start: from then on calls are seen
         self._claim = threading.Lock()  # held from start to stop: one start at a time
         self._attached = False
-        self._answers = False  # whether it answers the repeat calls of some site
 
     @property
     def active(self) -> bool:
@@ -255,9 +254,7 @@ class Tracer:
             raise RuntimeError(f"this Tracer is already started (by thread {self._thread})")
         claimed.append(True)
         self.blind = None
-        if self._answers:  # remembered as it was being stopped: not for this run
-            self._answers = False
-            fastpath.let_go(self)
+        fastpath.let_go(self)  # what was remembered for it as it was being stopped
         _core.attach(self)
         self._attached = True
         _started.add(self)
@@ -270,7 +267,6 @@ class Tracer:
         current = _active.get()
         if self in current:
             _active.set(tuple(t for t in current if t is not self))
-        self._answers = False
         fastpath.let_go(self)
         if self._attached:
             self._attached = False
@@ -296,8 +292,7 @@ class Tracer:
         other exception reaches the call, as one raised by ``on_call`` does."""
         if self.every_call:
             raise ValueError("a Tracer made with every_call=True cannot answer repeats for them")
-        if call.remember_repeat(self, check, answer):
-            self._answers = True  # after: a stop or start in between still drops it
+        call.remember_repeat(self, check, answer)
 
     @critical.entry
     def __enter__(self) -> Tracer:

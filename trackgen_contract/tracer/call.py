@@ -236,14 +236,12 @@ class WarpCall:
 
     def remember_repeat(
         self, tracer: object, check: fastpath.Check | None, answer: Callable[[], object]
-    ) -> bool:
+    ) -> None:
         """Let `tracer` answer later calls made at this call's site the same way (see
-        `Tracer.answer_repeats`). Whether it was remembered (a live call only)."""
+        `Tracer.answer_repeats`). A live call only: a finished one remembers nothing."""
         frame = self._frame
-        if frame is None or frame.f_back is None:
-            return False
-        fastpath.remember_repeat(frame.f_back, frame.f_code, check, tracer, answer)
-        return True
+        if frame is not None and frame.f_back is not None:
+            fastpath.remember_repeat(frame.f_back, frame.f_code, check, tracer, answer)
 
     def made_as(self, check: fastpath.Check) -> bool:
         """Whether this live call passes a `repeat_check` of an earlier call at its site."""

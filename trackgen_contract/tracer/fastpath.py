@@ -156,10 +156,7 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         or dict.get(known.globals, "__name__") is not known.name
     ):
         return False
-    if tracers is last.tracers and thread == last.thread:
-        mine = last.mine
-    else:
-        mine = quiet(tracers, thread)
+    mine = quiet(tracers, thread)
     if mine is None or len(mine) != 1 or mine[0] is not known.tracer:
         return False
     if known.check is not None and not known.check(caller):  # as on the clean path
@@ -178,12 +175,7 @@ def remember_repeat(
     answer: Callable[[], object],
 ) -> None:
     """Let `tracer` answer later calls of `callee` at `caller`'s site (see `answer_repeat`)."""
-    if _size[0] >= _LIMIT:
-        forget()
-    sites = repeats.setdefault(id(caller.f_code), {})
-    if caller.f_lasti not in sites:
-        _size[0] += 1
-    sites[caller.f_lasti] = Repeat(caller, callee, check, tracer, answer)
+    _put(repeats, caller, Repeat(caller, callee, check, tracer, answer))
 
 
 def _drop_repeats(tracer: object) -> None:
@@ -233,12 +225,18 @@ def learn_site(caller: FrameType, callee: CodeType) -> None:
 
 
 def _remember(caller: FrameType, callee: CodeType, check: Check | None) -> None:
+    _put(table, caller, Clean(caller.f_code, callee, check))
+
+
+def _put(tables: dict[int, dict[int, object]], caller: FrameType, entry: object) -> None:
+    """Keep `entry` for the call site `caller` is executing, in one of the tables, all of
+    which count against one bound (they start over together when it is reached)."""
     if _size[0] >= _LIMIT:
         forget()
-    sites = table.setdefault(id(caller.f_code), {})
+    sites = tables.setdefault(id(caller.f_code), {})
     if caller.f_lasti not in sites:
         _size[0] += 1
-    sites[caller.f_lasti] = Clean(caller.f_code, callee, check)
+    sites[caller.f_lasti] = entry
 
 
 def let_go(tracer: object) -> None:
@@ -282,13 +280,8 @@ def static_fields(caller: FrameType, callee: CodeType) -> dict | None:
 
 def remember_fields(caller: FrameType, callee: CodeType, fields: dict) -> None:
     """Remember the static fields of a direct call from `caller`'s site to `callee`."""
-    if _size[0] >= _LIMIT:
-        forget()
-    sites = statics.setdefault(id(caller.f_code), {})
-    if caller.f_lasti not in sites:
-        _size[0] += 1
     module = module_key(caller.f_globals)
-    sites[caller.f_lasti] = (caller.f_code, callee, module, fields)
+    _put(statics, caller, (caller.f_code, callee, module, fields))  # type: ignore[arg-type]
 
 
 def _check_for(
