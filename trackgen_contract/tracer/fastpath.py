@@ -156,7 +156,10 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         or dict.get(known.globals, "__name__") is not known.name
     ):
         return False
-    mine = quiet(tracers, thread)
+    if tracers is last.tracers and thread == last.thread:  # quiet(), its cache inline
+        mine = last.mine
+    else:
+        mine = quiet(tracers, thread)
     if mine is None or len(mine) != 1 or mine[0] is not known.tracer:
         return False
     if known.check is not None and not known.check(caller):  # as on the clean path
