@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import compileall
 import importlib.util
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -30,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import warp
+from machine import heading, machine
 
 # (module, arguments): small sizes, no window, no files written.
 PROGRAMS = [
@@ -93,8 +91,7 @@ def measure(module: str, args: list[str], rounds: int) -> dict[str, object]:
 def table(rows: list[dict[str, object]]) -> str:
     width = max(len(str(r["program"])) for r in rows)
     lines = [
-        f"Python {platform.python_version()}, warp-lang {warp.__version__}, {os.cpu_count()} "
-        f"CPUs, {platform.platform()}",
+        heading(machine()),
         "",
         f"| {'program':<{width}} | plain wall | traced wall | wall ratio | cpu ratio "
         "| exit status plain / traced |",

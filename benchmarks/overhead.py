@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -32,9 +30,10 @@ from pathlib import Path
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import heading, machine
 from monkeypatch_guard import MonkeypatchGuard
 
-from trackgen_contract import BACKEND, hot_path_guard, stream_explicit
+from trackgen_contract import hot_path_guard, stream_explicit
 from trackgen_contract.registry import installed
 from trackgen_contract.tracer import keep_armed
 
@@ -338,23 +337,11 @@ def run(quick: bool) -> list[Result]:
     return results
 
 
-def machine() -> dict[str, object]:
-    return {
-        "python": platform.python_version(),
-        "backend": BACKEND,
-        "warp": wp.__version__,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-    }
-
-
 def table(results: list[Result], facts: dict[str, object]) -> str:
     guard = f"guard ({facts['backend']})"
     width = max(len(r.name) for r in results)
     lines = [
-        f"Python {facts['python']}, warp-lang {facts['warp']}, {facts['cpus']} CPUs, "
-        f"{facts['platform']}",
+        heading(facts),
         "",
         f"| {'workload':<{width}} | {guard:>24} | {'monkeypatch reference':>22} |",
         f"|{'-' * (width + 2)}|{'-' * 26}:|{'-' * 24}:|",

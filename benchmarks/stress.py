@@ -25,7 +25,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import subprocess
 import sys
 import threading
@@ -38,8 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILDREN = ROOT / "tests" / "reliability"
 sys.path.insert(0, str(ROOT / "tests"))
 from helpers import leftovers  # noqa: E402
+from machine import heading, machine  # noqa: E402
 
-from trackgen_contract import BACKEND, hot_path_guard  # noqa: E402
+from trackgen_contract import hot_path_guard  # noqa: E402
 
 if hasattr(wp.config, "log_level"):
     wp.config.log_level = wp.LOG_WARNING
@@ -148,16 +148,6 @@ def child(script: str, *args: object, timeout: float) -> dict:
     return json.loads(lines[-1])
 
 
-def machine() -> dict[str, object]:
-    return {
-        "python": platform.python_version(),
-        "backend": BACKEND,
-        "warp": wp.__version__,
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-    }
-
-
 def table(results: dict, facts: dict[str, object]) -> str:
     loop, load, storm, forks = (results[k] for k in ("cycles", "threads", "storm", "forks"))
     storm_problems = storm.get("problems", [])
@@ -200,8 +190,7 @@ def table(results: dict, facts: dict[str, object]) -> str:
     width = max(len(r[0]) for r in rows)
     value = max(len(r[1]) for r in rows)
     lines = [
-        f"Python {facts['python']} ({facts['backend']}), warp-lang {facts['warp']}, "
-        f"{facts['cpus']} CPUs, {facts['platform']}",
+        heading(facts),
         "",
         f"| {'load':<{width}} | {'result':<{value}} |",
         f"|{'-' * (width + 2)}|{'-' * (value + 2)}|",
