@@ -42,6 +42,7 @@ from trackgen_contract import (
 )
 from trackgen_contract import diagnostics as diagnostics_module
 from trackgen_contract.diagnostics import TrackgenContractWarning
+from trackgen_contract.tracer import keep_armed
 
 SYSMON = sys.version_info >= (3, 12)
 LAUNCH = ("kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_outputs", "device", "stream")
@@ -1673,3 +1674,97 @@ def test_a_clean_site_under_other_globals_is_judged_again(arr):
         [Call("wp.launch", names(LAUNCH, 8)), Call("wp.launch", names(LAUNCH, 7), knowable=False)]
         * 3,
     )
+
+
+# --- a call answered at a clean site counts only for the guards that watch it --------------
+
+
+def _clean_launch(arr):
+    wp.launch(add_one, dim=8, inputs=[arr], device="cpu", stream=None)
+
+
+def test_a_clean_call_counts_only_for_the_guards_that_watch_it(arr):
+    # BUG: a call at a remembered clean site was counted for every guard of the thread,
+    # so a host-sync guard counted launches that it does not check, once another guard
+    # had found the site clean (and only then).
+    def counts():
+        with no_host_sync(strict=False) as outer, stream_explicit(strict=False) as inner:
+            for _ in range(6):
+                _clean_launch(arr)
+        return outer.calls, inner.calls
+
+    assert counts() == (0, 6)
+    with keep_armed():
+        with hot_path_guard(strict=False):
+            _clean_launch(arr)  # finds the site clean
+        assert counts() == (0, 6)
+        with no_host_sync(strict=False) as host_sync_only:
+            for _ in range(3):
+                _clean_launch(arr)
+        assert host_sync_only.calls == 0
+
+
+def test_a_clean_call_beside_another_threads_guard_counts_only_where_watched(arr):
+    learnt, done = threading.Event(), threading.Event()
+
+    def other():
+        with hot_path_guard(strict=False):
+            _clean_launch(arr)  # finds the site clean, and keeps launches armed
+            learnt.set()
+            done.wait(60)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert learnt.wait(60)
+        with no_host_sync(strict=False) as host_sync_only:
+            for _ in range(5):
+                _clean_launch(arr)
+    finally:
+        done.set()
+        thread.join()
+    assert host_sync_only.calls == 0
+
+
+def test_warps_own_clean_site_run_under_main_is_judged_as_the_users(arr):
+    # BUG: a call site in Warp's code found clean (the memset wp.zeros makes, the
+    # ScopedStream and __array_interface__ read of array.numpy) was answered clean for the
+    # same code run under other globals named __main__, which is the user's program.
+    import warp._src.context as context_module
+    import warp._src.types as types_module
+
+    def as_main(fn, module):
+        namespace = {**module.__dict__, "__name__": "__main__"}
+        twin = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__)
+        twin.__kwdefaults__ = fn.__kwdefaults__
+        return twin
+
+    zeros_main = as_main(context_module.zeros, context_module)
+    numpy_main = as_main(types_module.array.numpy, types_module)
+
+    def record(guard, calls):
+        with guard as g:
+            for call in calls:
+                call()
+        return sorted((v.category, v.api, v.site.module, v.site.function) for v in g.violations)
+
+    def zeros():
+        wp.zeros(4, dtype=float, device="cpu")
+
+    def zeros_as_main():
+        zeros_main(4, dtype=float, device="cpu")
+
+    def numpy():
+        arr.numpy()
+
+    def numpy_as_main():
+        numpy_main(arr)
+
+    for make, calls in [
+        (lambda: stream_explicit(strict=False), [zeros, zeros_as_main]),
+        (lambda: hot_path_guard(strict=False), [numpy, numpy_as_main]),
+        (lambda: no_host_sync(strict=False), [numpy, numpy_as_main]),
+    ]:
+        fresh = [v for call in calls for v in record(make(), [call])]
+        assert record(make(), calls) == sorted(fresh)
+        assert any(module == "__main__" for _, _, module, _ in fresh)  # Warp's code, as __main__

@@ -218,3 +218,31 @@ def test_nothing(buffers):
     result.stdout.fnmatch_lines(
         ["*nothing was checked: the test's call phase made no watched Warp call*"]
     )
+
+
+def test_a_test_whose_calls_its_checks_skip_checked_nothing_whatever_ran_before(run):
+    # BUG: once an earlier test had found a launch site clean, its later calls counted
+    # for every guard, so a host-sync-only test making only those launches passed after
+    # it and failed alone.
+    source = """
+A = wp.zeros(8, dtype=float, device="cpu")
+
+
+def launch():
+    gen.launch_with_stream(A)
+
+
+@pytest.mark.hot_path
+def test_all_checks():
+    launch()
+
+
+@pytest.mark.hot_path(stream=False, allocation=False, capture=False)
+def test_host_sync_only():
+    launch()
+"""
+    together = run(source)
+    together.assert_outcomes(passed=1, failed=1)
+    together.stdout.fnmatch_lines(["*_ test_host_sync_only _*", "nothing was checked*"])
+    alone = run(source, "-k", "host_sync_only")
+    alone.assert_outcomes(failed=1, deselected=1)

@@ -214,10 +214,10 @@ class WarpCall:
         if frame is None or frame.f_back is None:
             return
         try:
-            if not self.direct:  # made by Warp's own code: its site decides, nothing else
-                fastpath.learn_site(frame.f_back, frame.f_code)
+            if not self.direct:  # made by Warp's own code: its site and globals decide it
+                fastpath.learn_site(frame.f_back, self.entry)
             elif self.entry.watch.stream is not None:
-                fastpath.learn(frame.f_back, frame.f_code, self.entry.watch.stream)
+                fastpath.learn(frame.f_back, self.entry, self.entry.watch.stream)
         except Exception as error:  # a site not remembered is only slower
             self._unanalysed(error)
 
@@ -241,7 +241,7 @@ class WarpCall:
         `Tracer.answer_repeats`). A live call only: a finished one remembers nothing."""
         frame = self._frame
         if frame is not None and frame.f_back is not None:
-            fastpath.remember_repeat(frame.f_back, frame.f_code, check, tracer, answer)
+            fastpath.remember_repeat(frame.f_back, self.entry, check, tracer, answer)
 
     def made_as(self, check: fastpath.Check) -> bool:
         """Whether this live call passes a `repeat_check` of an earlier call at its site."""

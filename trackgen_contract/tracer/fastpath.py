@@ -9,17 +9,21 @@ one dict lookup keyed by the caller's code object, one by its ``f_lasti``, ident
 on the caller's and the callee's code objects, and, where the offset alone cannot prove
 that the site calls the watched function itself (3.13+, where a direct call and one made
 through C rest on the same instruction, or a stream passed by position), a re-read of the
-callable the site loads and an identity test.
+callable the site loads and an identity test. A site in Warp's own code (a memset or a
+``ScopedStream`` Warp makes) is clean by its offset, under the very globals it was found
+with (`learn_site`).
 
 Only tracers that ask for every call (a plain `Tracer`, the command line) keep the full
-path: the callback skips a clean call only when every running tracer of the thread lets
-clean calls pass (made with ``every_call=False``).
+path: the callback skips a clean call only when every running tracer of the thread that
+watches its kind of operation lets clean calls pass (made with ``every_call=False``), and
+counts it for those tracers alone, as the full path would have reported it to them alone.
 
 A breach whose findings follow from its call site alone (see `rules.SiteVerdicts`) is
 judged at its first two calls; a guard then lets its tracer answer the site's repeat calls
 (`remember_repeat`), and the core hands a repeat call, recognised the same way, straight
 to that answer (`answer_repeat`): no `WarpCall`, no reading of the call. Only while that
-tracer is the only running one of its thread; its sites are dropped when it stops.
+tracer is the only running one of its thread that watches the call; its sites are dropped
+when it stops.
 
 The tables hold the code objects they name, so they are bounded (emptied when full) and
 emptied when the core disarms.
@@ -35,6 +39,7 @@ from types import CodeType, FrameType
 from ..callsite import CallSite, call_site
 from ..callsite.readback import class_lookup
 from ..callsite.values import Method, Ref
+from ..registry import Entry
 
 _LIMIT = 4096  # remembered sites before the table starts over
 _PY313 = sys.version_info >= (3, 13)
@@ -47,13 +52,15 @@ _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose namespace can still cha
 
 
 class Clean:
-    """A remembered clean call site: its caller's and callee's code and the check."""
+    """A remembered clean call site: its caller's and callee's code, the callee's kind of
+    operation and the check."""
 
-    __slots__ = ("callee", "caller", "check")
+    __slots__ = ("callee", "caller", "check", "op")
 
-    def __init__(self, caller: CodeType, callee: CodeType, check: Check | None) -> None:
+    def __init__(self, caller: CodeType, callee: Entry, check: Check | None) -> None:
         self.caller = caller
-        self.callee = callee
+        self.callee = callee.code
+        self.op = callee.op
         self.check = check
 
 
@@ -70,12 +77,12 @@ statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
 class Repeat:
     """A call site whose calls one tracer answers by calling `answer` (see `answer_repeat`)."""
 
-    __slots__ = ("answer", "callee", "caller", "check", "globals", "name", "tracer")
+    __slots__ = ("answer", "callee", "caller", "check", "globals", "name", "op", "tracer")
 
     def __init__(
         self,
         caller: FrameType,
-        callee: CodeType,
+        callee: Entry,
         check: Check | None,
         tracer: object,
         answer: Callable[[], object],
@@ -85,7 +92,8 @@ class Repeat:
         # place changes the user's site; a copy of the globals is judged in full again.
         self.globals = caller.f_globals
         self.name = dict.get(caller.f_globals, "__name__")
-        self.callee = callee
+        self.callee = callee.code
+        self.op = callee.op
         self.check = check
         self.tracer = tracer
         self.answer = answer
@@ -100,28 +108,34 @@ class _Quiet:
 
     tracers: tuple | None = None
     thread = 0
-    mine: tuple | None = None
+    mine: dict[str, tuple | None] = {}
 
 
 last = _Quiet()
 
 
-def quiet(tracers: tuple, thread: int) -> tuple | None:
-    """The tracers of `thread` among `tracers` if none of them asks for every call (a clean
-    call may then skip them all), else None. Remembered for the last tuple: a context's
-    tuple is replaced, not changed, when a tracer starts or stops there."""
+def quiet(tracers: tuple, thread: int) -> dict[str, tuple | None]:
+    """For each kind of operation the tracers of `thread` among `tracers` watch: those
+    tracers, if none of them asks for every call (a clean call may then skip them all),
+    else None. A kind no tracer of `thread` watches is absent: its calls concern none of
+    them. Remembered for the last tuple: a context's tuple is replaced, not changed, when a
+    tracer starts or stops there."""
     if tracers is last.tracers and thread == last.thread:
         return last.mine
-    mine = tuple(t for t in tracers if t._thread == thread)
-    answer = None if any(t.every_call for t in mine) else mine
+    own = [t for t in tracers if t._thread == thread]
+    answer: dict[str, tuple | None] = {}
+    for op in {op for t in own for op in t.ops}:
+        watching = tuple(t for t in own if op in t.ops)
+        answer[op] = None if any(t.every_call for t in watching) else watching
     last.tracers, last.thread, last.mine = tracers, thread, answer
     return answer
 
 
 def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread: int) -> bool:
     """Whether a call of `callee` from `caller` is at a remembered clean site, and every
-    running tracer of `thread` lets it pass: then it is counted and needs nothing more.
-    (The sys.monitoring callback makes the same test inline: a call less per launch.)"""
+    running tracer of `thread` that watches it lets it pass: then it is counted for them
+    and needs nothing more. (The sys.monitoring callback makes the same test inline: a
+    call less per launch.)"""
     sites = caller and table.get(id(caller.f_code))
     if not sites:
         return False
@@ -133,10 +147,10 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
         or (clean.check is not None and not clean.check(caller))  # type: ignore[arg-type]
     ):
         return False
-    mine = quiet(tracers, thread)
-    if mine is None:
+    watching = quiet(tracers, thread).get(clean.op, ())
+    if watching is None:
         return False
-    for tracer in mine:
+    for tracer in watching:
         tracer.clean_calls += 1
     return True
 
@@ -144,8 +158,9 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
 def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: int) -> bool:
     """Whether a call of `callee` from `caller` is made at a remembered repeat site the
     same way (the same caller code, globals and module name, its check passing) while
-    the tracer that remembered it is the only running one of `thread` (and lets clean
-    calls pass), and its answer, called in place of judging the call, takes it."""
+    the tracer that remembered it is the only running one of `thread` that watches the
+    call (and lets clean calls pass), and its answer, called in place of judging the
+    call, takes it."""
     sites = repeats.get(id(caller.f_code))
     known = sites and sites.get(caller.f_lasti)
     if (
@@ -160,7 +175,8 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         mine = last.mine
     else:
         mine = quiet(tracers, thread)
-    if mine is None or len(mine) != 1 or mine[0] is not known.tracer:
+    watching = mine.get(known.op)
+    if watching is None or len(watching) != 1 or watching[0] is not known.tracer:
         return False
     if known.check is not None and not known.check(caller):  # as on the clean path
         return False
@@ -172,7 +188,7 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
 
 def remember_repeat(
     caller: FrameType,
-    callee: CodeType,
+    callee: Entry,
     check: Check | None,
     tracer: object,
     answer: Callable[[], object],
@@ -193,14 +209,14 @@ def _drop_repeats(tracer: object) -> None:
             repeats.pop(key, None)
 
 
-def learn(caller: FrameType, callee: CodeType, stream: str) -> None:
+def learn(caller: FrameType, callee: Entry, stream: str) -> None:
     """Remember the call site `caller` is executing as clean for `callee`, when the site
     can be recognised again cheaply. `stream` names the callee's stream parameter."""
     site = call_site(caller.f_code, caller.f_lasti)
     if site is None or not site.static:
         return
     by_keyword = stream in site.shape.kwargs.items  # type: ignore[attr-defined]
-    check = _check_for(site, callee, caller, by_keyword)
+    check = _check_for(site, callee.code, caller, by_keyword)
     if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
         return  # a check that the call it is learnt from fails vouches for other calls
     _remember(caller, callee, check)  # type: ignore[arg-type]
@@ -220,14 +236,22 @@ def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
     return check
 
 
-def learn_site(caller: FrameType, callee: CodeType) -> None:
+def learn_site(caller: FrameType, callee: Entry) -> None:
     """Remember a call site in Warp's own code as clean for `callee` (a memset or a
     ScopedStream that Warp makes, a readback served by the watched function making it):
-    the caller's code object and offset alone decide it."""
-    _remember(caller, callee, None)
+    the caller's code object and offset decide it, under the very globals and module name
+    it ran with (Warp's code run under other globals, as ``__main__`` say, is not Warp's
+    own: see `sites.is_internal`)."""
+    globals_ = caller.f_globals
+    name = dict.get(globals_, "__name__")
+    _remember(
+        caller,
+        callee,
+        lambda frame: frame.f_globals is globals_ and dict.get(globals_, "__name__") is name,
+    )
 
 
-def _remember(caller: FrameType, callee: CodeType, check: Check | None) -> None:
+def _remember(caller: FrameType, callee: Entry, check: Check | None) -> None:
     _put(table, caller, Clean(caller.f_code, callee, check))
 
 
@@ -246,9 +270,9 @@ def let_go(tracer: object) -> None:
     """Hold `tracer` no longer (it stops): drop its repeat sites, and the last `quiet`
     answer if it names it (that would keep the tracer, and its guard, alive)."""
     _drop_repeats(tracer)
-    named = (*(last.tracers or ()), *(last.mine or ()))
+    named = (*(last.tracers or ()), *(t for ts in last.mine.values() for t in ts or ()))
     if any(t is tracer for t in named):  # by identity: no __eq__ of a Tracer subclass runs
-        last.tracers = last.mine = None
+        last.tracers, last.mine = None, {}
 
 
 def forget() -> None:
@@ -257,7 +281,7 @@ def forget() -> None:
     statics.clear()
     repeats.clear()
     _size[0] = 0
-    last.tracers = last.mine = None  # it holds tracers, and so their guards' records
+    last.tracers, last.mine = None, {}  # it holds tracers, and so their guards' records
 
 
 def module_key(globals_: dict) -> object:

@@ -142,8 +142,9 @@ class SysMonitoringCore(ArmingCore):
                     mine = last.mine
                     if tracers is not last.tracers or me != last.thread:
                         mine = quiet(tracers, me)
-                    if mine is not None:
-                        for tracer in mine:
+                    watching = mine.get(clean.op, ())
+                    if watching is not None:
+                        for tracer in watching:
                             tracer.clean_calls += 1
                         return
             if repeats and caller and answer_repeat(tracers, code, caller, ident()):
