@@ -165,6 +165,20 @@ def test_program_that_raises(tmp_path):
     assert "2 breaching calls at 2 sites" in err  # the report still comes (zeros, numpy)
 
 
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_a_failing_programs_traceback_is_pythons(tmp_path, form):
+    # BUG: under -m the two frames of runpy's that `python -m` shows were left out.
+    program(tmp_path, "def fail():\n    raise ValueError('boom')\n\nfail()\n", "failing.py")
+    target = ["-m", "failing"] if form == "module" else ["failing.py"]
+    plain = subprocess.run(
+        [sys.executable, *target], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    status, _, err = trace(*target, cwd=tmp_path)
+    assert status == plain.returncode == 1
+    assert err.startswith(plain.stderr)
+    assert ("<frozen runpy>" in err) == (form == "module")
+
+
 def test_programs_own_strict_guard(tmp_path):
     path = program(tmp_path, PRELUDE + "with trackgen_contract.hot_path_guard():\n    a.numpy()\n")
     status, _, err = trace(path)

@@ -2,16 +2,26 @@
 
 The command line needs the program's own code object before it runs (to find ``--hot``
 functions in it), so the program is compiled here and executed in a fresh ``__main__``
-module rather than through ``runpy``.
+module rather than through ``runpy``. What that module holds, ``sys.path[0]`` and a failure's
+traceback are made as Python makes them for each way of naming a program: a script file,
+a directory or zip file with a ``__main__.py`` (which Python runs through runpy), and
+``-m module``.
 """
 
 from __future__ import annotations
 
+import builtins
+import dis
+import importlib.machinery
 import importlib.util
 import os
+import runpy
 import sys
+import traceback
 import types
+import zipfile
 from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
 from types import CodeType
 
 
@@ -28,24 +38,35 @@ class Program:
     code: CodeType
     attributes: dict[str, object]  # __file__, __spec__, __package__, ...
     module_name: str  # the name it has outside __main__: "demo" for demo.py, "pkg.tool"
+    through_runpy: bool = False  # Python runs it through runpy (-m, a directory, a zip)
 
     @classmethod
     def script(cls, path: str, args: list[str]) -> Program:
-        """``python path args...``"""
-        if os.path.isdir(path):
-            main = os.path.join(path, "__main__.py")
-            if not os.path.isfile(main):
-                raise ProgramNotFound(f"can't find '__main__.py' in directory {path!r}")
-            directory, filename = path, main
-        elif os.path.isfile(path):
-            directory, filename = os.path.dirname(path), path
-        else:
-            raise ProgramNotFound(f"can't open file {path!r}: no such file")
-        with open(filename, "rb") as source:
+        """``python path args...``: a file, or a directory or zip file with a ``__main__``."""
+        if not os.path.exists(path):
+            raise ProgramNotFound(f"can't open file {path!r}: no such file or directory")
+        if os.path.isdir(path) or _is_zip(path):
+            # Python puts the directory or zip first on sys.path and imports __main__ there.
+            spec = importlib.machinery.PathFinder.find_spec("__main__", [_absolute(path)])
+            if spec is None or spec.loader is None:
+                raise ProgramNotFound(f"can't find '__main__' module in {path!r}")
+            code = _code_of(spec, path)
+            return cls([path, *args], _absolute(path), code, _runpy_globals(spec), "__main__", True)
+        filename = _absolute(path)  # as Python makes it: joined to the cwd, not normalised
+        with open(path, "rb") as source:
             code = compile(source.read(), filename, "exec", dont_inherit=True)
-        name = os.path.splitext(os.path.basename(filename))[0]
-        attributes = {"__file__": filename, "__spec__": None, "__package__": None}
-        return cls([path, *args], os.path.abspath(directory), code, attributes, name)
+        attributes: dict[str, object] = {
+            "__file__": filename,
+            "__loader__": importlib.machinery.SourceFileLoader("__main__", filename),
+            "__spec__": None,
+            "__package__": None,
+        }
+        if sys.version_info < (3, 15):
+            attributes["__cached__"] = None  # set for a script until 3.15
+        name = os.path.splitext(os.path.basename(path))[0]
+        # sys.path[0]: the script's own directory, symbolic links resolved.
+        path0 = os.path.dirname(os.path.realpath(path))
+        return cls([path, *args], path0, code, attributes, name)
 
     @classmethod
     def module(cls, name: str, args: list[str]) -> Program:
@@ -62,17 +83,8 @@ class Program:
             sys.path.remove(path0)
         if spec is None or spec.loader is None:
             raise ProgramNotFound(f"no module named {name!r}")
-        code = spec.loader.get_code(spec.name)  # type: ignore[union-attr]
-        if code is None:
-            raise ProgramNotFound(f"module {name!r} has no code to run")
-        attributes = {
-            "__file__": spec.origin,
-            "__spec__": spec,
-            "__package__": spec.parent,
-            "__loader__": spec.loader,
-            "__cached__": spec.cached,
-        }
-        return cls([spec.origin or name, *args], path0, code, attributes, spec.name)
+        code = _code_of(spec, name)
+        return cls([spec.origin or name, *args], path0, code, _runpy_globals(spec), spec.name, True)
 
     def functions(self) -> dict[str, CodeType]:
         """Every function and method defined in the program's code, by qualified name."""
@@ -94,8 +106,10 @@ class Program:
         """Execute the program as ``__main__`` (call `prepare` first). Its exceptions,
         ``SystemExit`` included, propagate."""
         main = types.ModuleType("__main__")
+        main.__builtins__ = builtins  # type: ignore[attr-defined]  # the module, as in Python's
+        if sys.version_info < (3, 14):
+            main.__annotations__ = {}  # Python's own __main__ started with it until 3.14
         main.__dict__.update(self.attributes)
-        main.__builtins__ = __builtins__  # type: ignore[attr-defined]
         previous = sys.modules.get("__main__")
         sys.modules["__main__"] = main
         try:
@@ -103,3 +117,54 @@ class Program:
         finally:
             if previous is not None:
                 sys.modules["__main__"] = previous
+
+    def print_failure(self, exc: BaseException) -> None:
+        """Print the exception that ended the program as Python would: its traceback from
+        the program's own first frame on (ours hidden), under the two frames of runpy's
+        that Python shows above a program it runs through runpy."""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code is not self.code:
+            tb = tb.tb_next
+        failure = traceback.TracebackException(type(exc), exc, tb, compact=True)
+        if self.through_runpy:
+            failure.stack[:0] = _runpy_frames()
+        failure.print(file=sys.stderr)
+
+
+def _runpy_frames() -> list[traceback.FrameSummary]:
+    """runpy's ``_run_module_as_main`` at its call of ``_run_code``, and ``_run_code`` at
+    its ``exec``, with the lines of the running Python (they move between versions)."""
+    frames = []
+    for function, callee in ((runpy._run_module_as_main, "_run_code"), (runpy._run_code, "exec")):
+        code = function.__code__
+        lines = [i.positions.lineno for i in dis.get_instructions(code) if i.argval == callee]
+        if len(lines) != 1 or lines[0] is None:
+            return []  # a runpy unlike the known ones: its frames are left out, not guessed
+        frames.append(traceback.FrameSummary(code.co_filename, lines[0], code.co_name))
+    return frames
+
+
+def _absolute(path: str) -> str:
+    """`path` made absolute the way Python makes a program's path: joined to the current
+    directory as given (``./a/../b.py`` stays so)."""
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+def _is_zip(path: str) -> bool:
+    return os.path.isfile(path) and zipfile.is_zipfile(path)
+
+
+def _code_of(spec: ModuleSpec, name: str) -> CodeType:
+    code = spec.loader.get_code(spec.name)  # type: ignore[union-attr]
+    if code is None:
+        raise ProgramNotFound(f"module {name!r} has no code to run")
+    return code
+
+
+def _runpy_globals(spec: ModuleSpec) -> dict[str, object]:
+    """What runpy sets in ``__main__`` before it runs the module of `spec`, in the running
+    Python (``__cached__`` went in 3.15, say): asked of runpy itself, with no code to run."""
+    globals_: dict[str, object] = {}
+    runpy._run_code(compile("", "<runpy globals>", "exec"), globals_, None, "__main__", spec)
+    globals_.pop("__builtins__", None)  # exec's own, not runpy's
+    return globals_

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import sys
 import traceback
-from types import CodeType, TracebackType
+from types import CodeType
 
 from . import __version__, hotpaths, pragmas
 from . import baseline as baselines
@@ -298,13 +298,6 @@ def _setup(argv: list[str]) -> _Setup:
 # --- running ------------------------------------------------------------------------------
 
 
-def _user_traceback(tb: TracebackType | None, program: Program) -> TracebackType | None:
-    """The traceback from the program's own first frame on (ours hidden, as Python would)."""
-    while tb is not None and tb.tb_frame.f_code is not program.code:
-        tb = tb.tb_next
-    return tb
-
-
 def _exit_status(code: object) -> int:
     if code is None:
         return 0
@@ -329,9 +322,7 @@ def _run(program: Program, recording: Recording) -> int | None:
         if recording.strict and isinstance(exc, HotPathViolation):
             print(f"trackgen_contract: {exc}", file=sys.stderr)
             return None
-        # The program failed (a guard of its own included): report it as Python would.
-        tb = _user_traceback(exc.__traceback__, program)
-        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+        program.print_failure(exc)  # it failed (a guard of its own included)
         return 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
         tracer.stop()
