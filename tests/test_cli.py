@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -177,6 +178,110 @@ def test_a_failing_programs_traceback_is_pythons(tmp_path, form):
     assert status == plain.returncode == 1
     assert err.startswith(plain.stderr)
     assert ("<frozen runpy>" in err) == (form == "module")
+
+
+def both_ways(tmp_path, source, *options):
+    """Run a program plainly and under the command line: (plain, traced) as
+    (status, stdout, stderr before the report)."""
+    path = program(tmp_path, source, "both.py")
+    plain = subprocess.run(
+        [sys.executable, path.name],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        timeout=120,
+    )
+    status, out, err = trace(*options, path.name, cwd=tmp_path)
+    before_report = err.split("trackgen_contract: ", 1)[0]
+    return (plain.returncode, plain.stdout, plain.stderr), (status, out, before_report)
+
+
+def test_the_programs_excepthook_gets_its_failure_and_last_exc_is_set(tmp_path):
+    # BUG: a traceback was printed in place of the program's own hook, and sys.last_value
+    # stayed unset for its atexit handlers.
+    plain, traced = both_ways(
+        tmp_path,
+        """
+import atexit, sys
+atexit.register(lambda: print("last:", repr(getattr(sys, "last_value", None))))
+sys.excepthook = lambda t, v, tb: print("hook:", t.__name__, v, tb.tb_frame.f_code.co_name)
+raise ValueError("boom")
+""",
+    )
+    assert traced == plain
+    assert plain[1] == "hook: ValueError boom <module>\nlast: ValueError('boom')\n"
+
+
+def test_threads_and_atexit_handlers_run_watched_before_the_report(tmp_path):
+    # BUG: the report came before the program's threads ended and its atexit handlers ran,
+    # their Warp calls unseen, and with the command line's own module back as __main__.
+    source = (
+        PRELUDE
+        + """
+import atexit, pickle, threading, time
+
+class Saved:
+    pass
+
+def at_exit():
+    import __main__
+    print("atexit:", len(pickle.dumps(Saved())) > 0, getattr(__main__, "__file__", None))
+    wp.synchronize()
+
+def late():
+    time.sleep(0.2)
+    print("thread:", len(pickle.dumps(Saved())) > 0)
+
+atexit.register(at_exit)
+threading.Thread(target=late).start()
+"""
+    )
+    plain, traced = both_ways(tmp_path, source)
+    assert traced[1:] == plain[1:] and plain[0] == 0
+    assert plain[1].splitlines()[-2:] == ["thread: True", "atexit: True None"]
+    status, _, err = trace(program(tmp_path, source, "again.py"), cwd=tmp_path)
+    assert status == BREACHES
+    assert "wp.synchronize()  at_exit  again.py:" in err
+
+
+def test_an_exit_status_is_what_the_parent_sees(tmp_path):
+    # BUG: sys.exit(256) exits 0, but the breaches were not reported in the status.
+    plain, traced = both_ways(tmp_path, PRELUDE + "a.numpy()\nsys.exit(256)\n")
+    assert plain[0] == 0
+    assert traced[0] == BREACHES
+
+
+def test_a_programs_own_strict_guard_is_its_failure_under_strict(tmp_path):
+    # BUG: under --strict, the program's own guard raising was taken for the command
+    # line's stop at a breach (status 100, "--strict stopped the program").
+    source = """
+import warp as wp
+import trackgen_contract
+
+@trackgen_contract.hot_path  # checks run inside it only, from here on
+def step():
+    pass
+
+wp.config.quiet = True
+a = wp.zeros(4, dtype=float, device="cpu")
+step()
+with trackgen_contract.hot_path_guard():
+    a.numpy()
+"""
+    plain, traced = both_ways(tmp_path, source, "--strict")
+    assert traced == plain and plain[0] == 1
+    assert "HotPathViolation: host sync on a hot path" in plain[2]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="dying by a signal is POSIX's")
+def test_ctrl_c_ends_the_program_as_it_ends_python(tmp_path):
+    # BUG: the traceback showed the frame of our signal handler wrapper, and the process
+    # exited with 130 where Python dies by SIGINT (a shell shows 130 for both).
+    source = "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n"
+    plain, traced = both_ways(tmp_path, source)
+    assert traced == plain
+    assert plain[0] == -signal.SIGINT and "critical.py" not in traced[2]
 
 
 def test_programs_own_strict_guard(tmp_path):

@@ -130,6 +130,8 @@ class Recording:
     pragma_errors: dict[str, PragmaError] = field(default_factory=dict)
     # qualified name of a hot path -> watched calls made inside it
     hot_calls: Counter[str] = field(default_factory=Counter)
+    #: The violation ``--strict`` raised to stop the program, if it did.
+    stopped_by: HotPathViolation | None = None
     verdicts: SiteVerdicts = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -171,7 +173,8 @@ class Recording:
         else:
             count.breaches_outside += 1
         if self.strict and (hot or not hotpaths.marked()) and not self.tolerated(violation):
-            raise HotPathViolation(breach_message(violation))
+            self.stopped_by = HotPathViolation(breach_message(violation))
+            raise self.stopped_by
 
 
 def _hot_paths_on_stack() -> set[str]:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from importlib.machinery import ModuleSpec
 from types import CodeType
 
+from .tracer import critical
+
 
 class ProgramNotFound(Exception):
     """The script or module to run does not exist."""
@@ -103,32 +105,71 @@ class Program:
         sys.path[0] = self.path0
 
     def run(self) -> None:
-        """Execute the program as ``__main__`` (call `prepare` first). Its exceptions,
-        ``SystemExit`` included, propagate."""
+        """Execute the program as ``__main__`` (call `prepare` first), which it stays. Its
+        exceptions, ``SystemExit`` included, propagate."""
         main = types.ModuleType("__main__")
         main.__builtins__ = builtins  # type: ignore[attr-defined]  # the module, as in Python's
         if sys.version_info < (3, 14):
             main.__annotations__ = {}  # Python's own __main__ started with it until 3.14
         main.__dict__.update(self.attributes)
-        previous = sys.modules.get("__main__")
+        # The program's __main__ stays after it ran: its threads and atexit handlers run
+        # next, as in Python, and pickle its classes by it.
         sys.modules["__main__"] = main
-        try:
-            exec(self.code, main.__dict__)
-        finally:
-            if previous is not None:
-                sys.modules["__main__"] = previous
+        exec(self.code, main.__dict__)
+
+    def done(self) -> None:
+        """What Python does once a script file ran, failed or not: it takes ``__file__``
+        and ``__cached__`` out of ``__main__`` (an atexit handler finds none)."""
+        main = sys.modules.get("__main__")
+        if not self.through_runpy and main is not None:
+            for name in ("__file__", "__cached__"):
+                main.__dict__.pop(name, None)
 
     def print_failure(self, exc: BaseException) -> None:
-        """Print the exception that ended the program as Python would: its traceback from
-        the program's own first frame on (ours hidden), under the two frames of runpy's
-        that Python shows above a program it runs through runpy."""
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code is not self.code:
-            tb = tb.tb_next
-        failure = traceback.TracebackException(type(exc), exc, tb, compact=True)
-        if self.through_runpy:
+        """Report the exception that ended the program as Python would: ``sys.last_exc``
+        and the like set, then the program's own ``sys.excepthook`` called, or the
+        traceback printed from the program's own first frame on (ours hidden), under the
+        two frames of runpy's that Python shows above a program it runs through runpy."""
+        tb = _programs_traceback(exc, self.code)
+        exc.__traceback__ = tb  # what Python's printer and hooks read
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+        if sys.version_info >= (3, 12):
+            sys.last_exc = exc
+        if sys.excepthook is not sys.__excepthook__:
+            _call_excepthook(exc, tb)
+        elif self.through_runpy:
+            failure = traceback.TracebackException(type(exc), exc, tb, compact=True)
             failure.stack[:0] = _runpy_frames()
-        failure.print(file=sys.stderr)
+            failure.print(file=sys.stderr)
+        else:
+            sys.__excepthook__(type(exc), exc, tb)  # Python's own printer, to the letter
+
+
+def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackType | None:
+    """`exc`'s traceback from the frame running `code` on, without a last frame of the
+    signal handlers' wrapper (see `critical.is_wrapper`)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not code:
+        tb = tb.tb_next
+    entry = tb
+    while entry is not None and entry.tb_next is not None:
+        last = entry.tb_next
+        if last.tb_next is None and critical.is_wrapper(last.tb_frame.f_code):
+            entry.tb_next = None
+            break
+        entry = last
+    return tb
+
+
+def _call_excepthook(exc: BaseException, tb: types.TracebackType | None) -> None:
+    """The program's own excepthook, and what Python prints if it fails."""
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException as error:  # reported as Python reports it
+        print("Error in sys.excepthook:", file=sys.stderr)
+        sys.__excepthook__(type(error), error, error.__traceback__)
+        print("\nOriginal exception was:", file=sys.stderr)
+        sys.__excepthook__(type(exc), exc, tb)
 
 
 def _runpy_frames() -> list[traceback.FrameSummary]:

@@ -14,16 +14,18 @@ nothing was checked; the program's own status when it failed; 2 for a usage erro
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import os
+import signal
 import sys
+import threading
 import traceback
 from types import CodeType
 
 from . import __version__, hotpaths, pragmas
 from . import baseline as baselines
 from . import sarif as sarifs
-from .guard import HotPathViolation
 from .project import (
     OutputError,
     check_writable,
@@ -302,31 +304,78 @@ def _exit_status(code: object) -> int:
     if code is None:
         return 0
     if isinstance(code, int):
-        return code
+        # What the process's parent sees: sys.exit(256) exits 0 on POSIX.
+        return code % 256 if os.name == "posix" else code
     print(code, file=sys.stderr)  # sys.exit("message"), as Python prints it
     return 1
 
 
-def _run(program: Program, recording: Recording) -> int | None:
-    """Run the program under the recording's tracer: its exit status, or None when a strict
-    breach stopped it."""
+@dataclasses.dataclass
+class _Ending:
+    """How the program ended: its exit status (None: ``--strict`` stopped it), and
+    whether by an uncaught KeyboardInterrupt (Python then dies by SIGINT)."""
+
+    status: int | None
+    interrupted: bool = False
+
+
+def _run(program: Program, recording: Recording) -> _Ending:
+    """Run the program under the recording's tracer, then what Python runs before it exits
+    (see `_wind_down`)."""
     tracer = recording.tracer()
     armed = keep_armed().__enter__()  # the program's own guards come and go cheaply
     tracer.start()
     try:
-        program.run()
-        return 0
-    except SystemExit as exc:
-        return _exit_status(exc.code)
-    except BaseException as exc:
-        if recording.strict and isinstance(exc, HotPathViolation):
-            print(f"trackgen_contract: {exc}", file=sys.stderr)
-            return None
-        program.print_failure(exc)  # it failed (a guard of its own included)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 1
+        ending = _run_main(program, recording)
+        _wind_down()
+        return ending
     finally:
         tracer.stop()
         armed.__exit__(None, None, None)
+
+
+def _run_main(program: Program, recording: Recording) -> _Ending:
+    try:
+        program.run()
+        return _Ending(0)
+    except SystemExit as exc:
+        return _Ending(_exit_status(exc.code))
+    except BaseException as exc:
+        if exc is recording.stopped_by:  # not a violation of the program's own guards
+            print(f"trackgen_contract: {exc}", file=sys.stderr)
+            return _Ending(None)
+        program.print_failure(exc)  # it failed (a guard of its own included)
+        if isinstance(exc, KeyboardInterrupt):
+            return _Ending(130, interrupted=True)
+        return _Ending(1)
+    finally:
+        program.done()
+
+
+def _wind_down() -> None:
+    """What Python does once the main module is done, before the process exits: wait for
+    the threads that are not daemons, then run the atexit handlers (an exception one raises
+    is printed and ignored, as at exit). Done here, still watched, so that their Warp calls
+    are reported, their output comes before the report, and ``__main__`` is the program's."""
+    current = threading.current_thread()
+    try:
+        while waiting := [
+            t for t in threading.enumerate() if t is not current and not t.daemon and t.is_alive()
+        ]:
+            for thread in waiting:
+                thread.join()
+    except KeyboardInterrupt:  # a Ctrl-C while waiting: printed, and the exit goes on
+        traceback.print_exc()
+    atexit._run_exitfuncs()
+
+
+def _die_by_sigint() -> None:
+    """End the process as Python ends one that a Ctrl-C stopped: by SIGINT itself, so
+    that its parent sees it (a shell shows 130)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -346,8 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     if setup.baseline is not None:
         known = setup.baseline
         recording.tolerated = lambda v: known.lists(baselines.identity(_row_of(v)))
-    status = _run(setup.program, recording)
-    return _finish(setup, recording, status)
+    ending = _run(setup.program, recording)
+    status = _finish(setup, recording, ending.status)
+    if ending.interrupted and status == 130 and os.name == "posix":
+        _die_by_sigint()
+    return status
 
 
 def _row_of(violation: Violation) -> Row:

@@ -82,6 +82,12 @@ def _wrapper(signum: int, frame: FrameType | None) -> object:
     return original(signum, frame) if callable(original) else None
 
 
+def is_wrapper(code: object) -> bool:
+    """Whether `code` is the wrappers' own: a traceback of an exception a wrapped handler
+    raised (a Ctrl-C's KeyboardInterrupt) has a frame of it last, which Python's has not."""
+    return code is _wrapper.__code__
+
+
 _LOOK_UP = 3  # frames: an entry point, or a callback a hook of ours runs at its start
 
 
