@@ -184,17 +184,114 @@ def both_ways(tmp_path, source, *options):
     """Run a program plainly and under the command line: (plain, traced) as
     (status, stdout, stderr before the report)."""
     path = program(tmp_path, source, "both.py")
+    return run_both(tmp_path, [path.name], options)
+
+
+def run_both(tmp_path, target, options=(), env=None):
+    """`python *target` and the command line with `options` on it, from `tmp_path`."""
+    environ = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     plain = subprocess.run(
-        [sys.executable, path.name],
+        [sys.executable, *target],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        env=environ,
         timeout=120,
     )
-    status, out, err = trace(*options, path.name, cwd=tmp_path)
+    status, out, err = trace(*options, *target, cwd=tmp_path, env=env)
     before_report = err.split("trackgen_contract: ", 1)[0]
     return (plain.returncode, plain.stdout, plain.stderr), (status, out, before_report)
+
+
+def package(tmp_path, init, main="print('main', sys.argv)\n"):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("import sys\n" + init)
+    (tmp_path / "pkg" / "__main__.py").write_text("import sys\n" + main)
+
+
+MAIN_FACTS = """
+import re, sys
+facts = {k: v for k, v in globals().items() if k.startswith("__") and k != "__builtins__"}
+for key in sorted(facts):
+    print(key, re.sub(" at 0x[0-9a-f]+", "", repr(facts[key])))
+print("builtins", type(__builtins__).__name__, "path0", sys.path[0], "argv", sys.argv)
+"""
+
+
+FORMS = ["script", "dotted", "symlink", "module", "package", "directory", "zip"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_programs_main_module_is_pythons(tmp_path, form):
+    # BUG: __file__ and the code's file name were the path as typed (Python makes them
+    # absolute), __loader__/__cached__/__annotations__ differed, __builtins__ was a dict,
+    # a symlinked script's directory was not resolved for sys.path[0], a directory had no
+    # __spec__, and a zip file did not run at all.
+    import zipfile
+
+    (tmp_path / "sub").mkdir()
+    program(tmp_path / "sub", MAIN_FACTS, "facts.py")
+    package(tmp_path, "", MAIN_FACTS)
+    (tmp_path / "app").mkdir()
+    program(tmp_path / "app", MAIN_FACTS, "__main__.py")
+    with zipfile.ZipFile(tmp_path / "app.zip", "w") as archive:
+        archive.writestr("__main__.py", MAIN_FACTS)
+    (tmp_path / "link").symlink_to(tmp_path / "sub")
+    target = {
+        "script": ["sub/facts.py"],
+        "dotted": ["./sub/../sub/facts.py"],
+        "symlink": ["link/facts.py"],
+        "module": ["-m", "sub.facts"],
+        "package": ["-m", "pkg"],
+        "directory": ["app"],
+        "zip": ["app.zip"],
+    }[form]
+    plain, traced = run_both(tmp_path, [*target, "arg"])
+    assert plain[0] == 0, plain[2]
+    assert traced[1] == plain[1]
+
+
+def test_a_packages_init_runs_as_python_runs_it_watched(tmp_path):
+    # BUG: `-m pkg` imported the package when the program was looked for: before its
+    # sys.argv was set, unwatched (its Warp calls missing from the report), and a failure
+    # there was a usage error ("no module named") instead of the program's own.
+    package(tmp_path, "print('init', sys.argv)\n" + PRELUDE)
+    plain, traced = run_both(tmp_path, ["-m", "pkg", "x"])
+    assert traced[1:] == plain[1:]
+    assert plain[1].splitlines()[0] == "init ['-m', 'x']"
+    status, _, err = trace("-m", "pkg", cwd=tmp_path)
+    assert status == BREACHES and "wp.zeros()  <module>  pkg/__init__.py:" in err
+
+
+@pytest.mark.parametrize("failure", ["raise ValueError('init')", "import no_such_module_here"])
+def test_a_packages_failing_init_fails_the_program_as_in_python(tmp_path, failure):
+    package(tmp_path, failure + "\n")
+    for target in (["-m", "pkg"], ["-m", "pkg.__main__"]):
+        plain, traced = run_both(tmp_path, target)
+        assert traced == plain and plain[0] == 1
+        assert "<frozen runpy>" in plain[2]
+
+
+def test_a_package_without_main_is_named_so(tmp_path):
+    (tmp_path / "nomain").mkdir()
+    (tmp_path / "nomain" / "__init__.py").write_text("")
+    status, _, err = trace("-m", "nomain", cwd=tmp_path)
+    assert status == 2
+    assert "'nomain' is a package and cannot be directly executed" in err
+
+
+@pytest.mark.parametrize("form", ["script", "module", "directory"])
+def test_safe_path_puts_no_program_directory_first_as_in_python(tmp_path, form):
+    # BUG: under PYTHONSAFEPATH (-P) sys.path[0] was overwritten with the program's
+    # directory, replacing the entry Python had put there.
+    source = "import sys\nprint(sys.path[:2])\n"
+    program(tmp_path, source, "show.py")
+    (tmp_path / "app").mkdir()
+    program(tmp_path / "app", source, "__main__.py")
+    target = {"script": ["show.py"], "module": ["-m", "show"], "directory": ["app"]}[form]
+    for safe in ("", "1"):
+        plain, traced = run_both(tmp_path, target, env={"PYTHONSAFEPATH": safe})
+        assert traced[1] == plain[1]  # (the status: 101 here, no Warp call was made)
 
 
 def test_the_programs_excepthook_gets_its_failure_and_last_exc_is_set(tmp_path):

@@ -41,6 +41,9 @@ class Program:
     attributes: dict[str, object]  # __file__, __spec__, __package__, ...
     module_name: str  # the name it has outside __main__: "demo" for demo.py, "pkg.tool"
     through_runpy: bool = False  # Python runs it through runpy (-m, a directory, a zip)
+    imported_from_path0: bool = False  # a directory or zip: first on sys.path even with -P
+    package_named: bool = False  # ``-m package``, which runs its __main__
+    importing_package: bool = False  # while `run` imports the package of a -m program
 
     @classmethod
     def script(cls, path: str, args: list[str]) -> Program:
@@ -53,7 +56,8 @@ class Program:
             if spec is None or spec.loader is None:
                 raise ProgramNotFound(f"can't find '__main__' module in {path!r}")
             code = _code_of(spec, path)
-            return cls([path, *args], _absolute(path), code, _runpy_globals(spec), "__main__", True)
+            globals_ = _runpy_globals(spec)
+            return cls([path, *args], _absolute(path), code, globals_, "__main__", True, True)
         filename = _absolute(path)  # as Python makes it: joined to the cwd, not normalised
         with open(path, "rb") as source:
             code = compile(source.read(), filename, "exec", dont_inherit=True)
@@ -74,19 +78,28 @@ class Program:
     def module(cls, name: str, args: list[str]) -> Program:
         """``python -m name args...``"""
         path0 = os.getcwd()
-        sys.path.insert(0, path0)  # as `python -m` would, so the module can be found
+        if not sys.flags.safe_path:
+            sys.path.insert(0, path0)  # as `python -m` would, so the module can be found
         try:
-            spec = importlib.util.find_spec(name)
-            if spec is not None and spec.submodule_search_locations is not None:
-                spec = importlib.util.find_spec(f"{name}.__main__")  # a package: its __main__
+            spec = _find_unimported(name)
+            package_named = spec is not None and spec.submodule_search_locations is not None
+            if package_named:
+                spec = _find_unimported(f"{name}.__main__")  # a package: its __main__
+                if spec is None:
+                    raise ProgramNotFound(
+                        f"no module named '{name}.__main__'; {name!r} is a package and "
+                        "cannot be directly executed"
+                    )
         except (ImportError, ValueError) as exc:
             raise ProgramNotFound(f"no module named {name!r} ({exc})") from None
         finally:
-            sys.path.remove(path0)
+            if not sys.flags.safe_path:
+                sys.path.remove(path0)
         if spec is None or spec.loader is None:
             raise ProgramNotFound(f"no module named {name!r}")
         code = _code_of(spec, name)
-        return cls([spec.origin or name, *args], path0, code, _runpy_globals(spec), spec.name, True)
+        argv, globals_ = [spec.origin or name, *args], _runpy_globals(spec)
+        return cls(argv, path0, code, globals_, spec.name, True, package_named=package_named)
 
     def functions(self) -> dict[str, CodeType]:
         """Every function and method defined in the program's code, by qualified name."""
@@ -102,7 +115,10 @@ class Program:
     def prepare(self) -> None:
         """Set sys.argv and sys.path[0] as the program expects, before imports for it."""
         sys.argv[:] = self.argv
-        sys.path[0] = self.path0
+        if not sys.flags.safe_path:
+            sys.path[0] = self.path0  # in place of the one `-m trackgen_contract.trace` put
+        elif self.imported_from_path0:
+            sys.path.insert(0, self.path0)  # -P (PYTHONSAFEPATH) puts only this one first
 
     def run(self) -> None:
         """Execute the program as ``__main__`` (call `prepare` first), which it stays. Its
@@ -111,11 +127,29 @@ class Program:
         main.__builtins__ = builtins  # type: ignore[attr-defined]  # the module, as in Python's
         if sys.version_info < (3, 14):
             main.__annotations__ = {}  # Python's own __main__ started with it until 3.14
-        main.__dict__.update(self.attributes)
         # The program's __main__ stays after it ran: its threads and atexit handlers run
         # next, as in Python, and pickle its classes by it.
         sys.modules["__main__"] = main
+        spec = self.attributes.get("__spec__")
+        if isinstance(spec, ModuleSpec) and spec.parent and spec.parent != "__main__":
+            self.importing_package = True
+            _import_package(spec.parent)
+            self.importing_package = False
+        main.__dict__.update(self.attributes)
         exec(self.code, main.__dict__)
+
+    def _runpy_frames(self) -> list[traceback.FrameSummary]:
+        """The frames of runpy's that Python shows above a failure of this program."""
+        details = runpy._get_module_details
+        if not self.importing_package:
+            steps = [(runpy._run_module_as_main, "_run_code"), (runpy._run_code, "exec")]
+        else:  # runpy's search for the module, importing its package
+            steps = [
+                (runpy._run_module_as_main, "_get_module_details"),
+                *([(details, "_get_module_details")] if self.package_named else []),
+                (details, "__import__"),
+            ]
+        return _runpy_frames(steps)
 
     def done(self) -> None:
         """What Python does once a script file ran, failed or not: it takes ``__file__``
@@ -139,18 +173,50 @@ class Program:
             _call_excepthook(exc, tb)
         elif self.through_runpy:
             failure = traceback.TracebackException(type(exc), exc, tb, compact=True)
-            failure.stack[:0] = _runpy_frames()
+            failure.stack[:0] = self._runpy_frames()
             failure.print(file=sys.stderr)
         else:
             sys.__excepthook__(type(exc), exc, tb)  # Python's own printer, to the letter
 
 
+def _import_package(name: str) -> None:
+    """Import the package of a ``-m`` program as Python does before it runs the program:
+    then, not when the program is found, so its ``__init__`` is watched and sees
+    ``sys.argv[0]`` as ``"-m"``. (``__import__``, as runpy: a failure's traceback then
+    has no frames of importlib's.)"""
+    argv0, sys.argv[0] = sys.argv[0], "-m"
+    try:
+        __import__(name)
+    finally:
+        sys.argv[0] = argv0
+
+
+def _find_unimported(name: str) -> ModuleSpec | None:
+    """The spec of the module `name`, found without importing the packages it is in that
+    are not imported yet (`_import_package` does that when the program starts)."""
+    parent = name.rpartition(".")[0]
+    if not parent or parent in sys.modules:
+        return importlib.util.find_spec(name)
+    package = _find_unimported(parent)
+    if package is None or package.submodule_search_locations is None:
+        return None
+    return importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations)
+
+
+_OWN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+
+
 def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackType | None:
-    """`exc`'s traceback from the frame running `code` on, without a last frame of the
-    signal handlers' wrapper (see `critical.is_wrapper`)."""
+    """`exc`'s traceback from the frame running `code` on (or, for a failure before it
+    ran, importing its package, from the first frame not ours), without a last frame of
+    the signal handlers' wrapper (see `critical.is_wrapper`)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code is not code:
         tb = tb.tb_next
+    if tb is None:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+            tb = tb.tb_next
     entry = tb
     while entry is not None and entry.tb_next is not None:
         last = entry.tb_next
@@ -172,12 +238,12 @@ def _call_excepthook(exc: BaseException, tb: types.TracebackType | None) -> None
         sys.__excepthook__(type(exc), exc, tb)
 
 
-def _runpy_frames() -> list[traceback.FrameSummary]:
-    """runpy's ``_run_module_as_main`` at its call of ``_run_code``, and ``_run_code`` at
-    its ``exec``, with the lines of the running Python (they move between versions)."""
+def _runpy_frames(steps: list[tuple[object, str]]) -> list[traceback.FrameSummary]:
+    """A frame of each of runpy's functions in `steps`, at its call of the name given, with
+    the lines of the running Python (they move between versions)."""
     frames = []
-    for function, callee in ((runpy._run_module_as_main, "_run_code"), (runpy._run_code, "exec")):
-        code = function.__code__
+    for function, callee in steps:
+        code = function.__code__  # type: ignore[attr-defined]
         lines = [i.positions.lineno for i in dis.get_instructions(code) if i.argval == callee]
         if len(lines) != 1 or lines[0] is None:
             return []  # a runpy unlike the known ones: its frames are left out, not guessed
