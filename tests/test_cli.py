@@ -251,6 +251,27 @@ def test_the_programs_main_module_is_pythons(tmp_path, form):
     assert traced[1] == plain[1]
 
 
+def test_a_program_that_takes_the_hook_away_is_not_reported_clean(tmp_path):
+    # BUG: on 3.11 a program calling sys.setprofile() blinded the command line, whose
+    # report then said the program made no Warp call (or, with an earlier breach, only
+    # that one).
+    take_hook_away = (
+        "sys.setprofile(None)\n"
+        if sys.version_info < (3, 12)
+        else "m = sys.monitoring\n"
+        "tool = next(i for i in range(6) if m.get_tool(i) == 'trackgen_contract')\n"
+        "m.register_callback(tool, m.events.PY_START, None)\n"
+    )
+    quiet = "import sys\nimport warp as wp\nwp.config.quiet = True\n"
+    for source, expected in [
+        (quiet + take_hook_away + "wp.synchronize()\n", NOTHING_CHECKED),
+        (PRELUDE + take_hook_away + "a.numpy()\n", BREACHES),  # the zeros before it
+    ]:
+        status, _, err = trace(program(tmp_path, source))
+        assert status == expected, err
+        assert "nothing checked: from the point where" in err and "no Warp call was seen" in err
+
+
 def test_a_packages_init_runs_as_python_runs_it_watched(tmp_path):
     # BUG: `-m pkg` imported the package when the program was looked for: before its
     # sys.argv was set, unwatched (its Warp calls missing from the report), and a failure
@@ -270,6 +291,16 @@ def test_a_packages_failing_init_fails_the_program_as_in_python(tmp_path, failur
         plain, traced = run_both(tmp_path, target)
         assert traced == plain and plain[0] == 1
         assert "<frozen runpy>" in plain[2]
+
+
+def test_a_module_in_namespace_packages_runs(tmp_path):
+    # As Warp's examples are laid out (warp.examples.core has no __init__.py).
+    (tmp_path / "space" / "inner").mkdir(parents=True)
+    program(tmp_path / "space" / "inner", "print('ran', __name__, __spec__.name)\n", "tool.py")
+    program(tmp_path / "space" / "inner", "print('main', __spec__.name)\n", "__main__.py")
+    for target in (["-m", "space.inner.tool"], ["-m", "space.inner"]):
+        plain, traced = run_both(tmp_path, target)
+        assert plain[0] == 0 and traced[1] == plain[1]
 
 
 def test_a_package_without_main_is_named_so(tmp_path):
@@ -506,6 +537,7 @@ def test_checks_and_modules_options(tmp_path):
     [
         (["missing.py"], "can't open file 'missing.py'"),
         (["--colour", "x.py"], "unrecognized arguments: --colour"),
+        (["--js", "out.json", "x.py"], "unrecognized arguments: --js"),  # no abbreviations
         ([], "no program to run"),
         (["-m"], "-m needs a module name"),
         (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),

@@ -132,6 +132,8 @@ class Recording:
     hot_calls: Counter[str] = field(default_factory=Counter)
     #: The violation ``--strict`` raised to stop the program, if it did.
     stopped_by: HotPathViolation | None = None
+    #: Why the tracer missed calls (its hook replaced by the program), or None.
+    blind: str | None = None
     verdicts: SiteVerdicts = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -241,11 +243,13 @@ class Scoped:
 
     def unchecked(self) -> list[str]:
         """Why nothing (or a part) was checked: empty when every part in scope was."""
+        blind = self.recording.blind
+        reasons = [f"from the point where {blind}, no Warp call was seen"] if blind else []
         if not self.hot_paths:
-            if not self.recording.calls:
-                return ["the program made no watched Warp call, so nothing was checked"]
-            return []
-        return [
+            if not self.recording.calls and not blind:
+                reasons.append("the program made no watched Warp call, so nothing was checked")
+            return reasons
+        return reasons + [
             f"hot path {name}: no watched Warp call was made inside it, so nothing was "
             "checked there (it never ran, or it calls no watched Warp API)"
             for name in self.hot_paths

@@ -200,7 +200,10 @@ def _find_unimported(name: str) -> ModuleSpec | None:
     package = _find_unimported(parent)
     if package is None or package.submodule_search_locations is None:
         return None
-    return importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations)
+    try:
+        return importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations)
+    except KeyError:  # a namespace package, which importlib finds only under imported parents
+        return importlib.util.find_spec(name)
 
 
 _OWN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")

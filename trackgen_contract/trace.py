@@ -87,6 +87,7 @@ def _parser() -> _Parser:
         "would break a CUDA graph capture of its hot paths.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # `_split` finds where the program starts by the full names
     )
     add = parser.add_argument
     add(
@@ -331,6 +332,7 @@ def _run(program: Program, recording: Recording) -> _Ending:
         return ending
     finally:
         tracer.stop()
+        recording.blind = tracer.blind
         armed.__exit__(None, None, None)
 
 
