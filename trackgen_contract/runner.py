@@ -202,7 +202,7 @@ def _find_unimported(name: str) -> ModuleSpec | None:
         return None
     try:
         return importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations)
-    except KeyError:  # a namespace package, which importlib finds only under imported parents
+    except (KeyError, ImportError):  # a namespace package: found only with its parents imported
         return importlib.util.find_spec(name)
 
 
