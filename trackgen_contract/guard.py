@@ -60,8 +60,9 @@ class _DebugSyncEnv:
             self.guards += 1
             first, generation = self.guards == 1, self.generation
         if first:
-            self.saved = os.environ.get(DEBUG_SYNC_ENV)  # kept before it goes: see fork
-            os.environ.pop(DEBUG_SYNC_ENV, None)
+            self.saved = saved = os.environ.get(DEBUG_SYNC_ENV)  # kept before it goes: see fork
+            if saved is not None:  # (a pop of an absent key raises and catches KeyError)
+                del os.environ[DEBUG_SYNC_ENV]
         return generation
 
     def restore(self, generation: int) -> None:

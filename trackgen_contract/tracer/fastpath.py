@@ -270,8 +270,9 @@ def let_go(tracer: object) -> None:
     """Hold `tracer` no longer (it stops): drop its repeat sites, and the last `quiet`
     answer if it names it (that would keep the tracer, and its guard, alive)."""
     _drop_repeats(tracer)
-    named = (*(last.tracers or ()), *(t for ts in last.mine.values() for t in ts or ()))
-    if any(t is tracer for t in named):  # by identity: no __eq__ of a Tracer subclass runs
+    # The answer's tracers are among the tuple it answers for. By identity: no __eq__ of a
+    # Tracer subclass runs.
+    if any(t is tracer for t in last.tracers or ()):
         last.tracers, last.mine = None, {}
 
 
