@@ -1730,17 +1730,14 @@ def test_warps_own_clean_site_run_under_main_is_judged_as_the_users(arr):
     # BUG: a call site in Warp's code found clean (the memset wp.zeros makes, the
     # ScopedStream and __array_interface__ read of array.numpy) was answered clean for the
     # same code run under other globals named __main__, which is the user's program.
-    import warp._src.context as context_module
-    import warp._src.types as types_module
-
-    def as_main(fn, module):
-        namespace = {**module.__dict__, "__name__": "__main__"}
+    def as_main(fn):  # the function's code under a copy of its module's globals
+        namespace = {**sys.modules[fn.__module__].__dict__, "__name__": "__main__"}
         twin = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__)
         twin.__kwdefaults__ = fn.__kwdefaults__
         return twin
 
-    zeros_main = as_main(context_module.zeros, context_module)
-    numpy_main = as_main(types_module.array.numpy, types_module)
+    zeros_main = as_main(wp.zeros)
+    numpy_main = as_main(wp.array.numpy)
 
     def record(guard, calls):
         with guard as g:

@@ -244,7 +244,9 @@ class Scoped:
     def unchecked(self) -> list[str]:
         """Why nothing (or a part) was checked: empty when every part in scope was."""
         blind = self.recording.blind
-        reasons = [f"from the point where {blind}, no Warp call was seen"] if blind else []
+        reasons = []
+        if blind:
+            reasons.append(f"from the point where {blind}, Warp calls may have gone unseen")
         if not self.hot_paths:
             if not self.recording.calls and not blind:
                 reasons.append("the program made no watched Warp call, so nothing was checked")

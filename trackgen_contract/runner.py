@@ -11,6 +11,7 @@ a directory or zip file with a ``__main__.py`` (which Python runs through runpy)
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dis
 import importlib.machinery
 import importlib.util
@@ -159,19 +160,29 @@ class Program:
             for name in ("__file__", "__cached__"):
                 main.__dict__.pop(name, None)
 
-    def print_failure(self, exc: BaseException) -> None:
+    def print_failure(self, exc: BaseException) -> SystemExit | None:
         """Report the exception that ended the program as Python would: ``sys.last_exc``
         and the like set, then the program's own ``sys.excepthook`` called, or the
         traceback printed from the program's own first frame on (ours hidden), under the
-        two frames of runpy's that Python shows above a program it runs through runpy."""
+        two frames of runpy's that Python shows above a program it runs through runpy.
+        A ``SystemExit`` the program's hook raised is returned: it decides the status."""
         tb = _programs_traceback(exc, self.code)
         exc.__traceback__ = tb  # what Python's printer and hooks read
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
         if sys.version_info >= (3, 12):
             sys.last_exc = exc
-        if sys.excepthook is not sys.__excepthook__:
-            _call_excepthook(exc, tb)
-        elif self.through_runpy:
+        hook = getattr(sys, "excepthook", None)  # a program may delete it
+        if not hasattr(sys, "excepthook"):
+            print("sys.excepthook is missing", file=sys.stderr)
+            self._print(exc, tb)
+        elif hook is not sys.__excepthook__:
+            return _call_excepthook(hook, exc, tb)
+        else:
+            self._print(exc, tb)
+        return None
+
+    def _print(self, exc: BaseException, tb: types.TracebackType | None) -> None:
+        if self.through_runpy:
             failure = traceback.TracebackException(type(exc), exc, tb, compact=True)
             failure.stack[:0] = self._runpy_frames()
             failure.print(file=sys.stderr)
@@ -198,12 +209,16 @@ def _find_unimported(name: str) -> ModuleSpec | None:
     if not parent or parent in sys.modules:
         return importlib.util.find_spec(name)
     package = _find_unimported(parent)
-    if package is None or package.submodule_search_locations is None:
-        return None
-    try:
-        return importlib.machinery.PathFinder.find_spec(name, package.submodule_search_locations)
-    except (KeyError, ImportError):  # a namespace package: found only with its parents imported
-        return importlib.util.find_spec(name)
+    found = None
+    if package is not None and package.submodule_search_locations is not None:
+        # A namespace package raises: importlib finds one only under imported parents.
+        with contextlib.suppress(KeyError, ImportError):
+            found = importlib.machinery.PathFinder.find_spec(
+                name, package.submodule_search_locations
+            )
+    # Not found unimported: a namespace package, or a package whose __init__ extends its
+    # __path__. As Python finds it then, its parents imported (here, unwatched).
+    return found or importlib.util.find_spec(name)
 
 
 _OWN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
@@ -230,15 +245,22 @@ def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackTy
     return tb
 
 
-def _call_excepthook(exc: BaseException, tb: types.TracebackType | None) -> None:
-    """The program's own excepthook, and what Python prints if it fails."""
+def _call_excepthook(
+    hook: object, exc: BaseException, tb: types.TracebackType | None
+) -> SystemExit | None:
+    """The program's own excepthook, and what Python prints if it fails (a ``SystemExit``
+    it raises is the program's exit, returned)."""
     try:
-        sys.excepthook(type(exc), exc, tb)
+        hook(type(exc), exc, tb)  # type: ignore[operator]
+    except SystemExit as exit_:
+        return exit_
     except BaseException as error:  # reported as Python reports it
         print("Error in sys.excepthook:", file=sys.stderr)
-        sys.__excepthook__(type(error), error, error.__traceback__)
+        own = error.__traceback__ and error.__traceback__.tb_next  # from the hook's frame
+        traceback.print_exception(type(error), error, own, chain=False, file=sys.stderr)
         print("\nOriginal exception was:", file=sys.stderr)
         sys.__excepthook__(type(exc), exc, tb)
+    return None
 
 
 def _runpy_frames(steps: list[tuple[object, str]]) -> list[traceback.FrameSummary]:
@@ -255,9 +277,11 @@ def _runpy_frames(steps: list[tuple[object, str]]) -> list[traceback.FrameSummar
 
 
 def _absolute(path: str) -> str:
-    """`path` made absolute the way Python makes a program's path: joined to the current
-    directory as given (``./a/../b.py`` stays so)."""
-    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    """`path` made absolute the way Python makes a program's path: the current directory,
+    a separator and the path as given (``./a/../b.py`` stays so; ``.`` is the directory)."""
+    if os.path.isabs(path):
+        return path
+    return os.getcwd() if path == "." else os.getcwd() + os.sep + path
 
 
 def _is_zip(path: str) -> bool:

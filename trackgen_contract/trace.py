@@ -22,6 +22,7 @@ import sys
 import threading
 import traceback
 from types import CodeType
+from typing import TextIO
 
 from . import __version__, hotpaths, pragmas
 from . import baseline as baselines
@@ -305,8 +306,11 @@ def _exit_status(code: object) -> int:
     if code is None:
         return 0
     if isinstance(code, int):
-        # What the process's parent sees: sys.exit(256) exits 0 on POSIX.
-        return code % 256 if os.name == "posix" else code
+        if os.name != "posix":
+            return code
+        # What the process's parent sees: the low byte (sys.exit(256) exits 0), and 255
+        # for a code past a C long long, which CPython turns into -1.
+        return code % 256 if -(2**63) <= code < 2**63 else 255
     print(code, file=sys.stderr)  # sys.exit("message"), as Python prints it
     return 1
 
@@ -328,7 +332,10 @@ def _run(program: Program, recording: Recording) -> _Ending:
     tracer.start()
     try:
         ending = _run_main(program, recording)
+        stopped_before = recording.stopped_by
         _wind_down()
+        if recording.stopped_by is not stopped_before and ending.status == 0:
+            return _Ending(None)  # --strict stopped an atexit handler, which Python ignores
         return ending
     finally:
         tracer.stop()
@@ -346,8 +353,12 @@ def _run_main(program: Program, recording: Recording) -> _Ending:
         if exc is recording.stopped_by:  # not a violation of the program's own guards
             print(f"trackgen_contract: {exc}", file=sys.stderr)
             return _Ending(None)
-        program.print_failure(exc)  # it failed (a guard of its own included)
-        if isinstance(exc, KeyboardInterrupt):
+        hook_exit = program.print_failure(exc)  # it failed (a guard of its own included)
+        if hook_exit is not None:  # its excepthook called sys.exit()
+            return _Ending(_exit_status(hook_exit.code))
+        if type(exc) is KeyboardInterrupt or (
+            isinstance(exc, KeyboardInterrupt) and sys.version_info >= (3, 14)
+        ):  # Python dies by SIGINT for exactly this type (any subclass from 3.14)
             return _Ending(130, interrupted=True)
         return _Ending(1)
     finally:
@@ -355,20 +366,28 @@ def _run_main(program: Program, recording: Recording) -> _Ending:
 
 
 def _wind_down() -> None:
-    """What Python does once the main module is done, before the process exits: wait for
-    the threads that are not daemons, then run the atexit handlers (an exception one raises
-    is printed and ignored, as at exit). Done here, still watched, so that their Warp calls
-    are reported, their output comes before the report, and ``__main__`` is the program's."""
-    current = threading.current_thread()
+    """What Python does once the main module is done, before the process exits: its
+    threading shutdown (the callbacks registered for it, which stop executor workers, the
+    main thread marked done, the non-daemon threads waited for), then the atexit handlers
+    (an exception one raises is printed and ignored, as at exit). Done here, still
+    watched, so that their Warp calls are reported, their output comes before the report,
+    and ``__main__`` is the program's. Python runs the same ``threading._shutdown`` at
+    exit, which then finds it done."""
     try:
-        while waiting := [
-            t for t in threading.enumerate() if t is not current and not t.daemon and t.is_alive()
-        ]:
-            for thread in waiting:
-                thread.join()
-    except KeyboardInterrupt:  # a Ctrl-C while waiting: printed, and the exit goes on
-        traceback.print_exc()
+        threading._shutdown()  # type: ignore[attr-defined]
+    except BaseException as exc:  # a Ctrl-C while waiting (3.11-3.13): ignored, and shown
+        _print_ignored(exc, threading)
     atexit._run_exitfuncs()
+
+
+def _print_ignored(exc: BaseException, where: object) -> None:
+    """What Python prints for an exception it ignores at exit (an unraisable one)."""
+    print(f"Exception ignored in: {where!r}", file=sys.stderr)
+    tb = exc.__traceback__ and exc.__traceback__.tb_next  # from threading's own frame on
+    if tb is not None:
+        lines = ["Traceback (most recent call last):\n", *traceback.format_tb(tb)]
+        print("".join(lines), end="", file=sys.stderr)
+    print(f"{type(exc).__qualname__}: {exc}", file=sys.stderr)
 
 
 def _die_by_sigint() -> None:
@@ -416,15 +435,25 @@ def _finish(setup: _Setup, recording: Recording, status: int | None) -> int:
     scoped = Scoped(recording, hotpaths.marked())
     findings = _findings(setup, scoped, root)
     outcome = _outcome(status, findings)
-    colour = sys.stderr.isatty() and "NO_COLOR" not in os.environ
+    stream = _report_stream()
+    colour = stream.isatty() and "NO_COLOR" not in os.environ
     text = render(findings, outcome, program=" ".join(setup.program.argv), colour=colour)
-    print(text, file=sys.stderr)
+    print(text, file=stream, flush=True)
     try:
         _write(setup, findings, outcome, root)
     except OSError as exc:
-        print(f"{PROG}: error: cannot write a report file: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: cannot write a report file: {exc}", file=stream, flush=True)
         return outcome.status or USAGE_ERROR
     return outcome.status
+
+
+def _report_stream() -> TextIO:
+    """The process's own standard error, whatever the program did with ``sys.stderr``
+    (replaced it, closed it)."""
+    stream = sys.__stderr__
+    if stream is not None and not stream.closed:
+        return stream
+    return open(2, "w", closefd=False, errors="backslashreplace")  # fd 2 itself, left open
 
 
 def _findings(setup: _Setup, scoped: Scoped, root: os.PathLike[str]) -> Findings:

@@ -77,6 +77,8 @@ class SysMonitoringCore(ArmingCore):
 
     def _apply(self, wanted: dict[int, Entry]) -> None:
         monitoring = sys.monitoring
+        if self._tool is not None and monitoring.get_tool(self._tool) != _TOOL_NAME:
+            self._disown()  # freed behind our back (by the program, say)
         if wanted and self._tool is None:
             self._tool = _claim_tool_id()
             self._callback = self._callback or self._make_callback()
@@ -94,6 +96,26 @@ class SysMonitoringCore(ArmingCore):
             self._tool = None
             fastpath.forget()  # nothing armed: no cache is worth its memory
             codecache.clear_all()
+
+    def _disown(self) -> None:
+        """Let go of a tool id that was freed behind our back (the tracers running then
+        find it blind). 3.12 and 3.13 keep a freed id's local events and callback: where no
+        one took the id since, take it back for a moment to clear them; else none of it is
+        ours to touch."""
+        monitoring = sys.monitoring
+        tool, armed = self._tool, list(self._armed.values())
+        self._tool = None
+        self._armed.clear()
+        if tool is None or monitoring.get_tool(tool) is not None:
+            return
+        try:
+            monitoring.use_tool_id(tool, _TOOL_NAME)
+        except ValueError:
+            return  # taken in between
+        for code in armed:
+            monitoring.set_local_events(tool, code, 0)
+        monitoring.register_callback(tool, monitoring.events.PY_START, None)
+        monitoring.free_tool_id(tool)
 
     def _blind(self, entries: tuple[Entry, ...]) -> str | None:
         """Whether another tool took our id or callback while the tracer ran (or switched
