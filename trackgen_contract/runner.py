@@ -91,8 +91,10 @@ class Program:
                         f"no module named '{name}.__main__'; {name!r} is a package and "
                         "cannot be directly executed"
                     )
-        except (ImportError, ValueError) as exc:
-            raise ProgramNotFound(f"no module named {name!r} ({exc})") from None
+        except ProgramNotFound:
+            raise
+        except Exception as exc:  # a package imported to look the module up failed
+            raise ProgramNotFound(f"no module named {name!r} ({exc!r})") from None
         finally:
             if not sys.flags.safe_path:
                 sys.path.remove(path0)
