@@ -510,6 +510,10 @@ def test_ctrl_c_ends_the_program_as_it_ends_python(tmp_path):
     plain, traced = both_ways(tmp_path, source)
     assert traced == plain
     assert plain[0] == -signal.SIGINT and "critical.py" not in traced[2]
+    # BUG: a program that closed sys.stderr made the flush before dying raise (status 1).
+    closed = "import sys\nsys.stderr.close()\n" + source
+    plain, traced = both_ways(tmp_path, closed)
+    assert traced[0] == plain[0] == -signal.SIGINT
 
 
 def test_programs_own_strict_guard(tmp_path):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import dataclasses
 import os
 import signal
@@ -393,8 +394,9 @@ def _print_ignored(exc: BaseException, where: object) -> None:
 def _die_by_sigint() -> None:
     """End the process as Python ends one that a Ctrl-C stopped: by SIGINT itself, so
     that its parent sees it (a shell shows 130)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # the program may have closed or replaced it
+            stream.flush()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGINT)
 
