@@ -53,12 +53,13 @@ class Program:
             raise ProgramNotFound(f"can't open file {path!r}: no such file or directory")
         if os.path.isdir(path) or _is_zip(path):
             # Python puts the directory or zip first on sys.path and imports __main__ there.
-            spec = importlib.machinery.PathFinder.find_spec("__main__", [_absolute(path)])
+            path0 = _absolute(path)
+            spec = importlib.machinery.PathFinder.find_spec("__main__", [path0])
             if spec is None or spec.loader is None:
                 raise ProgramNotFound(f"can't find '__main__' module in {path!r}")
             code = _code_of(spec, path)
             globals_ = _runpy_globals(spec)
-            return cls([path, *args], _absolute(path), code, globals_, "__main__", True, True)
+            return cls([path, *args], path0, code, globals_, "__main__", True, True)
         filename = _absolute(path)  # as Python makes it: joined to the cwd, not normalised
         with open(path, "rb") as source:
             code = compile(source.read(), filename, "exec", dont_inherit=True)
@@ -152,7 +153,7 @@ class Program:
                 *([(details, "_get_module_details")] if self.package_named else []),
                 (details, "__import__"),
             ]
-        return _runpy_frames(steps)
+        return _frames_at(steps)
 
     def done(self) -> None:
         """What Python does once a script file ran, failed or not: it takes ``__file__``
@@ -173,8 +174,8 @@ class Program:
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
         if sys.version_info >= (3, 12):
             sys.last_exc = exc
-        hook = getattr(sys, "excepthook", None)  # a program may delete it
-        if not hasattr(sys, "excepthook"):
+        hook = getattr(sys, "excepthook", _MISSING)  # a program may delete it
+        if hook is _MISSING:
             print("sys.excepthook is missing", file=sys.stderr)
             self._print(exc, tb)
         elif hook is not sys.__excepthook__:
@@ -224,6 +225,7 @@ def _find_unimported(name: str) -> ModuleSpec | None:
 
 
 _OWN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+_MISSING = object()
 
 
 def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackType | None:
@@ -265,7 +267,7 @@ def _call_excepthook(
     return None
 
 
-def _runpy_frames(steps: list[tuple[object, str]]) -> list[traceback.FrameSummary]:
+def _frames_at(steps: list[tuple[object, str]]) -> list[traceback.FrameSummary]:
     """A frame of each of runpy's functions in `steps`, at its call of the name given, with
     the lines of the running Python (they move between versions)."""
     frames = []

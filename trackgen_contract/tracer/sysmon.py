@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from types import CodeType
 
@@ -91,8 +91,7 @@ class SysMonitoringCore(ArmingCore):
                 monitoring.set_local_events(tool, entry.code, monitoring.events.PY_START)
                 self._armed[key] = entry.code
         if not wanted and tool is not None:
-            monitoring.register_callback(tool, monitoring.events.PY_START, None)
-            monitoring.free_tool_id(tool)
+            _give_back(tool, ())  # its events are cleared above
             self._tool = None
             fastpath.forget()  # nothing armed: no cache is worth its memory
             codecache.clear_all()
@@ -112,10 +111,7 @@ class SysMonitoringCore(ArmingCore):
             monitoring.use_tool_id(tool, _TOOL_NAME)
         except ValueError:
             return  # taken in between
-        for code in armed:
-            monitoring.set_local_events(tool, code, 0)
-        monitoring.register_callback(tool, monitoring.events.PY_START, None)
-        monitoring.free_tool_id(tool)
+        _give_back(tool, armed)
 
     def _blind(self, entries: tuple[Entry, ...]) -> str | None:
         """Whether another tool took our id or callback while the tracer ran (or switched
@@ -192,13 +188,20 @@ class SysMonitoringCore(ArmingCore):
         monitoring = sys.monitoring
         for tool in range(6):
             if monitoring.get_tool(tool) == _TOOL_NAME:
-                for entry in installed():
-                    monitoring.set_local_events(tool, entry.code, 0)
-                monitoring.register_callback(tool, monitoring.events.PY_START, None)
-                monitoring.free_tool_id(tool)
+                _give_back(tool, [entry.code for entry in installed()])
         self._armed.clear()
         self._tool = None
         self._synced = self._books.version
+
+
+def _give_back(tool: int, codes: Iterable[CodeType]) -> None:
+    """Clear our events on `codes` and our callback under `tool`, then free it: 3.12 and
+    3.13 keep a freed id's local events and callback."""
+    monitoring = sys.monitoring
+    for code in codes:
+        monitoring.set_local_events(tool, code, 0)
+    monitoring.register_callback(tool, monitoring.events.PY_START, None)
+    monitoring.free_tool_id(tool)
 
 
 def _claim_tool_id() -> int:
