@@ -105,6 +105,14 @@ def _on_the_way_in(frame: FrameType | None) -> bool:
     return False
 
 
+# The loops of `_wrap` and `_unwrap` run in functions of their own, called from inside
+# `try`, never written in it: CPython (3.11 to 3.14) may look up the handler of an
+# exception raised at a loop's backward jump (where a signal handler runs) with the
+# instruction before the jump, which the exception table can leave uncovered, and then
+# skip the `finally` (python/cpython#108214, #130279). `swapping` stayed set, no handler
+# was wrapped again, and the next Ctrl-C cut guards' exits in half.
+
+
 @entry
 def _wrap() -> None:
     """Wrap every Python-level handler not wrapped yet (the user may have set one)."""
@@ -112,14 +120,19 @@ def _wrap() -> None:
         return  # a handler run by signal.signal below entered a guard: the outer one wraps
     _state.swapping = True
     try:
-        handlers = list(map(_signal.getsignal, _SIGNALS))
-        for signum in compress(_SIGNALS, map(callable, handlers)):
-            handler = _signal.getsignal(signum)
-            if handler is not _wrapper and callable(handler):
-                _state.originals[signum] = handler  # before the swap: the wrapper needs it
-                _signal.signal(signum, _wrapper)
+        _wrap_each()
     finally:
         _state.swapping = False
+
+
+@entry
+def _wrap_each() -> None:
+    handlers = list(map(_signal.getsignal, _SIGNALS))
+    for signum in compress(_SIGNALS, map(callable, handlers)):
+        handler = _signal.getsignal(signum)
+        if handler is not _wrapper and callable(handler):
+            _state.originals[signum] = handler  # before the swap: the wrapper needs it
+            _signal.signal(signum, _wrapper)
 
 
 @entry
@@ -130,22 +143,30 @@ def _unwrap() -> None:
     if _state.swapping:
         return  # nested in a swap of this thread's: the outer one finishes it
     _state.swapping = True
-    error: BaseException | None = None
     try:
-        # The busiest signal last: once unwrapped, its own handler may raise at the next
-        # point where handlers run, and the others would stay wrapped.
-        order = sorted(_state.originals.items(), key=lambda i: _state.arrivals.get(i[0], 0))
-        for signum, original in order:
-            try:
-                if _signal.getsignal(signum) is _wrapper:
-                    _signal.signal(signum, original)  # type: ignore[arg-type]
-                _state.originals.pop(signum, None)
-            except BaseException as exc:
-                error = error or exc
+        error = _unwrap_each()
     finally:
         _state.swapping = False
     if error is not None:
         raise error
+
+
+@entry
+def _unwrap_each() -> BaseException | None:
+    """Unwrap every handler; the first exception a swap raised is returned, not raised:
+    the other handlers are unwrapped first."""
+    error: BaseException | None = None
+    # The busiest signal last: once unwrapped, its own handler may raise at the next
+    # point where handlers run, and the others would stay wrapped.
+    order = sorted(_state.originals.items(), key=lambda i: _state.arrivals.get(i[0], 0))
+    for signum, original in order:
+        try:
+            if _signal.getsignal(signum) is _wrapper:
+                _signal.signal(signum, original)  # type: ignore[arg-type]
+            _state.originals.pop(signum, None)
+        except BaseException as exc:
+            error = error or exc
+    return error
 
 
 @entry
@@ -192,10 +213,10 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
         # meanwhile is wrapped by the next entry). A pending signal may be handled here:
         # nothing has changed yet.
         _wrap()
-    _state.depth = 1
     collecting = gc.isenabled()
-    gc.disable()
+    _state.depth = 1  # and no call before the `try`: the depth must not outlive the attempt
     try:
+        gc.disable()
         result = change()
         if collecting:
             gc.enable()

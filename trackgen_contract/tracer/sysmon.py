@@ -68,12 +68,16 @@ class SysMonitoringCore(ArmingCore):
             return  # this thread is already syncing, further down: it will see the change
         books.syncing = True
         try:
-            while self._synced != books.version:
-                version = books.version
-                self._apply(dict(books.wanted))  # a copy: a nested change may come in
-                self._synced = version
+            self._sync_until_current()  # its loop is not written here: see critical._wrap
         finally:
             books.syncing = False
+
+    def _sync_until_current(self) -> None:
+        books = self._books
+        while self._synced != books.version:
+            version = books.version
+            self._apply(dict(books.wanted))  # a copy: a nested change may come in
+            self._synced = version
 
     def _apply(self, wanted: dict[int, Entry]) -> None:
         monitoring = sys.monitoring
