@@ -227,12 +227,33 @@ def test_a_site_run_under_other_globals_is_judged_again(arr):
     assert len(guard.allowed) == ROUNDS
 
 
-def test_a_tracer_that_sees_every_call_answers_no_repeat(arr):
-    calls = []
-    with Tracer(calls.append) as tracer:
-        wp.synchronize()
-    with pytest.raises(ValueError, match="every_call=True"):
-        tracer.answer_repeats(calls[0], None, lambda: None)
+def test_a_tracer_that_sees_every_call_is_answered_only_where_it_asked(arr):
+    # The command line's recording: it asks for the repeats of its breaching sites, and
+    # still sees every call at a site a guard found clean.
+    seen, answered = [], []
+
+    def on_call(call):
+        seen.append(call.api)
+        if call.api == "wp.synchronize" and len(seen) == 1:
+            check = call.repeat_check()
+            assert check is not False
+            tracer.answer_repeats(call, check, lambda: answered.append(1))
+
+    def clean_launch():
+        wp.launch(add_one, dim=8, inputs=[arr], device="cpu", stream=None)
+
+    with keep_armed():  # the clean site stays remembered
+        with stream_explicit(strict=False) as guard:
+            clean_launch()
+            clean_launch()
+        assert guard.calls == 2 and guard._clean == 1  # the second call: the site is clean
+        tracer = Tracer(on_call)
+        with tracer:
+            for _ in range(ROUNDS):
+                wp.synchronize()
+                clean_launch()
+    assert seen.count("wp.synchronize") == 1 and len(answered) == ROUNDS - 1
+    assert seen.count("wp.launch") == ROUNDS
 
 
 def _nest(depth, fn):

@@ -51,6 +51,11 @@ def unmark_code(code: CodeType) -> None:
         del _codes[id(code)]
 
 
+def any_marked() -> bool:
+    """Whether any hot path is marked (cheaper than `marked`)."""
+    return bool(_codes)
+
+
 def marked() -> tuple[str, ...]:
     """Qualified names of the marked hot paths."""
     return tuple(code.co_qualname for code in _codes.values())

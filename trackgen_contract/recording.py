@@ -3,8 +3,10 @@
 Checks apply inside hot paths, or to the whole run when no hot path is named. A program
 may mark its hot paths only as it runs (``@hot_path`` runs when its module is imported),
 so every call is judged and remembered with whether it was inside a hot path, and the
-scope is settled when the report is made. ``--strict`` cannot wait: it stops at a breach
-inside a hot path, or anywhere while no hot path is marked yet.
+scope is settled when the report is made. (While no hot path is marked, a repeat breach
+at a site whose findings follow from the site alone is counted without judging it again.)
+``--strict`` cannot wait: it stops at a breach inside a hot path, or anywhere while no hot
+path is marked yet.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from . import hotpaths
+from . import hotpaths, sanction
 from .guard import HotPathViolation, breach_message
 from .pragmas import Pragma, PragmaError, accepting
 from .registry import ALLOC, ALLOCATOR, NATIVE
@@ -23,7 +25,9 @@ from .rules import (
     CATEGORIES,
     SANCTIONED,
     VIOLATION,
+    Finding,
     Key,
+    Known,
     Policy,
     SiteVerdicts,
     Violation,
@@ -111,6 +115,10 @@ def rows(
     return sorted(made, key=lambda r: (order[r.category], -r.count, str(r.site), r.api))
 
 
+# Where a finding was counted: a counter of the recording and its key (None: nowhere).
+_Tally = tuple[Counter, tuple] | None
+
+
 @dataclass
 class Recording:
     """What the command line saw: counts per API, and outcomes counted per site.
@@ -135,13 +143,15 @@ class Recording:
     #: Why the tracer missed calls (its hook replaced by the program), or None.
     blind: str | None = None
     verdicts: SiteVerdicts = field(init=False, repr=False)
+    _tracer: Tracer | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.verdicts = SiteVerdicts(self.policy)
 
     def tracer(self) -> Tracer:
         """A tracer that records into this recording."""
-        return Tracer(self.on_call)
+        self._tracer = Tracer(self.on_call)
+        return self._tracer
 
     def on_call(self, call: WarpCall) -> None:
         """Count one watched call and record what the rules make of it."""
@@ -151,32 +161,68 @@ class Recording:
         if hot:
             count.in_hot_paths += 1
             self.hot_calls.update(_hot_paths_on_stack())
-        for finding in self.verdicts.judge(call)[0]:
-            violation = finding.violation
-            if finding.outcome == ALLOWED:
-                self.allowed[violation, hot] += 1
-            elif finding.outcome == SANCTIONED:
-                self.sanctioned[violation, hot] += 1
-            elif finding.outcome == VIOLATION:
-                self._breach(violation, hot, count)
+        findings, known = self.verdicts.judge(call)
+        tallies = [self._record(finding, hot, count) for finding in findings]
+        if known is not None and not self.strict and call.direct:
+            self._answer_repeats(call, known, count, tallies)
 
-    def _breach(self, violation: Violation, hot: bool, count: ApiCount) -> None:
+    def _record(self, finding: Finding, hot: bool, count: ApiCount) -> _Tally:
+        """Count one finding; where it was counted (a repeat is counted there too)."""
+        violation = finding.violation
+        if finding.outcome == ALLOWED:
+            tally: _Tally = (self.allowed, (violation, hot))
+        elif finding.outcome == SANCTIONED:
+            tally = (self.sanctioned, (violation, hot))
+        elif finding.outcome == VIOLATION:
+            tally = self._breach(violation, hot, count)
+        else:
+            return None
+        counter, key = tally
+        counter[key] += 1
+        return tally
+
+    def _breach(self, violation: Violation, hot: bool, count: ApiCount) -> tuple[Counter, tuple]:
         try:
             accepted = accepting(violation)
         except PragmaError as exc:  # reported with the run; the breach stays a breach
             self.pragma_errors.setdefault(str(exc), exc)
             accepted = None
         if accepted is not None:
-            self.by_pragma[violation, accepted.pragma, hot] += 1
-            return
-        self.found[violation, hot] += 1
+            return self.by_pragma, (violation, accepted.pragma, hot)
         if hot:
             count.breaches_inside += 1
         else:
             count.breaches_outside += 1
         if self.strict and (hot or not hotpaths.marked()) and not self.tolerated(violation):
+            self.found[violation, hot] += 1
             self.stopped_by = HotPathViolation(breach_message(violation))
             raise self.stopped_by
+        return self.found, (violation, hot)
+
+    def _answer_repeats(
+        self, call: WarpCall, known: Known, count: ApiCount, tallies: list[_Tally]
+    ) -> None:
+        # A repeat of a direct call whose findings follow from its site (see
+        # rules.SiteVerdicts) is counted as its first call was, by the tracer's answer: no
+        # WarpCall, no stack walk. While no hot path is marked (else the stack decides
+        # whether it is in one) and no function was marked sanctioned since.
+        tracer = self._tracer
+        if tracer is None or hotpaths.any_marked():
+            return
+        counted = [tally for tally in tallies if tally is not None]
+        breaches = sum(counter is self.found for counter, _ in counted)
+        marks = known.marks
+
+        def answer() -> bool:
+            if hotpaths.any_marked() or sanction.marks() != marks:
+                return False  # judged in full
+            count.calls += 1
+            count.breaches_outside += breaches
+            for counter, key in counted:
+                counter[key] += 1
+            return True
+
+        tracer.answer_repeats(call, known.check, answer)
 
 
 def _hot_paths_on_stack() -> set[str]:

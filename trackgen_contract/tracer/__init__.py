@@ -282,16 +282,15 @@ class Tracer:
         """Answer later calls made at `call`'s site the same way (the same callable from the
         same code under the same globals, `check` of the caller's frame passing, see
         `WarpCall.repeat_check`) by calling ``answer()`` in place of ``on_call``, while
-        this tracer is the only one running in its thread. For calls whose verdict follows
-        from their site alone (see `rules.SiteVerdicts`); `call` must be live, and the
-        tracer made with ``every_call=False``.
+        this tracer is the only one running in its thread that watches the call. For
+        calls whose verdict follows from their site alone (see `rules.SiteVerdicts`);
+        `call` must be live. A tracer made with ``every_call=True`` is still never skipped
+        at a clean site: only the sites it asked for are answered for it.
 
         ``answer()`` runs inside the core's callback, with nothing around it: it should be
         short. It may refuse a call by returning False, or fail with RecursionError near
         the limit, only before it recorded anything: the call is then judged in full. Any
         other exception reaches the call, as one raised by ``on_call`` does."""
-        if self.every_call:
-            raise ValueError("a Tracer made with every_call=True cannot answer repeats for them")
         call.remember_repeat(self, check, answer)
 
     @critical.entry

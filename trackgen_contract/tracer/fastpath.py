@@ -19,11 +19,11 @@ watches its kind of operation lets clean calls pass (made with ``every_call=Fals
 counts it for those tracers alone, as the full path would have reported it to them alone.
 
 A breach whose findings follow from its call site alone (see `rules.SiteVerdicts`) is
-judged at its first two calls; a guard then lets its tracer answer the site's repeat calls
-(`remember_repeat`), and the core hands a repeat call, recognised the same way, straight
-to that answer (`answer_repeat`): no `WarpCall`, no reading of the call. Only while that
-tracer is the only running one of its thread that watches the call; its sites are dropped
-when it stops.
+judged at its first two calls; a guard (or the command line's recording) then lets its
+tracer answer the site's repeat calls (`remember_repeat`), and the core hands a repeat
+call, recognised the same way, straight to that answer (`answer_repeat`): no `WarpCall`,
+no reading of the call. Only while that tracer is the only running one of its thread that
+watches the call; its sites are dropped when it stops.
 
 The tables hold the code objects they name, so they are bounded (emptied when full) and
 emptied when the core disarms.
@@ -104,11 +104,13 @@ repeats: dict[int, dict[int, Repeat]] = {}
 
 
 class _Quiet:
-    """The last answer of `quiet`: for which tracers, in which thread."""
+    """The last answer of `quiet`: for which tracers, in which thread; and, for each kind
+    of operation, the one tracer of that thread watching it (None: several)."""
 
     tracers: tuple | None = None
     thread = 0
     mine: dict[str, tuple | None] = {}
+    alone: dict[str, object] = {}
 
 
 last = _Quiet()
@@ -124,10 +126,12 @@ def quiet(tracers: tuple, thread: int) -> dict[str, tuple | None]:
         return last.mine
     own = [t for t in tracers if t._thread == thread]
     answer: dict[str, tuple | None] = {}
+    alone: dict[str, object] = {}
     for op in {op for t in own for op in t.ops}:
         watching = tuple(t for t in own if op in t.ops)
         answer[op] = None if any(t.every_call for t in watching) else watching
-    last.tracers, last.thread, last.mine = tracers, thread, answer
+        alone[op] = watching[0] if len(watching) == 1 else None
+    last.tracers, last.thread, last.mine, last.alone = tracers, thread, answer, alone
     return answer
 
 
@@ -159,8 +163,7 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
     """Whether a call of `callee` from `caller` is made at a remembered repeat site the
     same way (the same caller code, globals and module name, its check passing) while
     the tracer that remembered it is the only running one of `thread` that watches the
-    call (and lets clean calls pass), and its answer, called in place of judging the
-    call, takes it."""
+    call, and its answer, called in place of judging the call, takes it."""
     sites = repeats.get(id(caller.f_code))
     known = sites and sites.get(caller.f_lasti)
     if (
@@ -171,12 +174,9 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         or dict.get(known.globals, "__name__") is not known.name
     ):
         return False
-    if tracers is last.tracers and thread == last.thread:  # quiet(), its cache inline
-        mine = last.mine
-    else:
-        mine = quiet(tracers, thread)
-    watching = mine.get(known.op)
-    if watching is None or len(watching) != 1 or watching[0] is not known.tracer:
+    if tracers is not last.tracers or thread != last.thread:  # else quiet() is up to date
+        quiet(tracers, thread)
+    if last.alone.get(known.op) is not known.tracer:
         return False
     if known.check is not None and not known.check(caller):  # as on the clean path
         return False
@@ -273,7 +273,7 @@ def let_go(tracer: object) -> None:
     # The answer's tracers are among the tuple it answers for. By identity: no __eq__ of a
     # Tracer subclass runs.
     if any(t is tracer for t in last.tracers or ()):
-        last.tracers, last.mine = None, {}
+        last.tracers, last.mine, last.alone = None, {}, {}
 
 
 def forget() -> None:
@@ -282,7 +282,7 @@ def forget() -> None:
     statics.clear()
     repeats.clear()
     _size[0] = 0
-    last.tracers, last.mine = None, {}  # it holds tracers, and so their guards' records
+    last.tracers, last.mine, last.alone = None, {}, {}  # it holds tracers, so guards' records
 
 
 def module_key(globals_: dict) -> object:
