@@ -35,13 +35,19 @@ def _run(make_policy_args, fn, *, answered):
     recording = Recording(make_policy(**make_policy_args))
     if not answered:
         recording._answer_repeats = lambda *args: None
+    tracer, judged = _judging(recording)
+    with tracer:
+        fn()
+    return _record(recording), len(judged)
+
+
+def _judging(recording):
+    """The recording's tracer, and a list of the calls its ``on_call`` judges from now on."""
     judged = []
     tracer = recording.tracer()
     on_call = tracer.on_call
     tracer.on_call = lambda call: judged.append(call.api) or on_call(call)
-    with tracer:
-        fn()
-    return _record(recording), len(judged)
+    return tracer, judged
 
 
 def _breaches(arr, cmd):
@@ -157,10 +163,7 @@ def test_a_strict_recording_judges_every_call():
     # --strict stops at the first breach it does not tolerate; one it tolerates (a
     # baseline's) is judged in full every time.
     recording = Recording(make_policy(), strict=True, tolerated=lambda violation: True)
-    judged = []
-    tracer = recording.tracer()
-    on_call = tracer.on_call
-    tracer.on_call = lambda call: judged.append(call.api) or on_call(call)
+    tracer, judged = _judging(recording)
     with tracer:
         _syncs()
     assert len(judged) == ROUNDS

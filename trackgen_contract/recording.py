@@ -24,7 +24,6 @@ from .rules import (
     ALLOWED,
     CATEGORIES,
     SANCTIONED,
-    VIOLATION,
     Finding,
     Key,
     Known,
@@ -115,8 +114,8 @@ def rows(
     return sorted(made, key=lambda r: (order[r.category], -r.count, str(r.site), r.api))
 
 
-# Where a finding was counted: a counter of the recording and its key (None: nowhere).
-_Tally = tuple[Counter, tuple] | None
+# Where a finding was counted: a counter of the recording and its key.
+_Tally = tuple[Counter, tuple]
 
 
 @dataclass
@@ -173,15 +172,16 @@ class Recording:
             tally: _Tally = (self.allowed, (violation, hot))
         elif finding.outcome == SANCTIONED:
             tally = (self.sanctioned, (violation, hot))
-        elif finding.outcome == VIOLATION:
-            tally = self._breach(violation, hot, count)
         else:
-            return None
+            tally = self._breach(violation, hot, count)
         counter, key = tally
         counter[key] += 1
+        if counter is self.found:
+            self._stop_if_strict(violation, hot)
         return tally
 
-    def _breach(self, violation: Violation, hot: bool, count: ApiCount) -> tuple[Counter, tuple]:
+    def _breach(self, violation: Violation, hot: bool, count: ApiCount) -> _Tally:
+        """Where a breach is counted: as its line's pragma accepted, or as found."""
         try:
             accepted = accepting(violation)
         except PragmaError as exc:  # reported with the run; the breach stays a breach
@@ -193,11 +193,12 @@ class Recording:
             count.breaches_inside += 1
         else:
             count.breaches_outside += 1
+        return self.found, (violation, hot)
+
+    def _stop_if_strict(self, violation: Violation, hot: bool) -> None:
         if self.strict and (hot or not hotpaths.marked()) and not self.tolerated(violation):
-            self.found[violation, hot] += 1
             self.stopped_by = HotPathViolation(breach_message(violation))
             raise self.stopped_by
-        return self.found, (violation, hot)
 
     def _answer_repeats(
         self, call: WarpCall, known: Known, count: ApiCount, tallies: list[_Tally]
@@ -209,8 +210,7 @@ class Recording:
         tracer = self._tracer
         if tracer is None or hotpaths.any_marked():
             return
-        counted = [tally for tally in tallies if tally is not None]
-        breaches = sum(counter is self.found for counter, _ in counted)
+        breaches = sum(counter is self.found for counter, _ in tallies)
         marks = known.marks
 
         def answer() -> bool:
@@ -218,7 +218,7 @@ class Recording:
                 return False  # judged in full
             count.calls += 1
             count.breaches_outside += breaches
-            for counter, key in counted:
+            for counter, key in tallies:
                 counter[key] += 1
             return True
 
