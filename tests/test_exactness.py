@@ -1358,10 +1358,46 @@ def test_a_guard_alone_serves_a_clean_site_from_its_table(arr):
 
     with stream_explicit(strict=False):
         loop()
-        assert id(loop.__code__) in fastpath.table
+        sites = [s for there in fastpath.table.values() for s in (there, *there.others.values())]
+        assert any(site.caller is loop.__code__ for site in sites)
     with watching() as seen:
         loop()
     assert len(seen.calls) == 3  # a plain tracer beside it still sees every call
+
+
+def _call_offsets(function):
+    import dis
+
+    return [i.offset for i in dis.get_instructions(function) if i.opname.startswith("CALL")]
+
+
+def test_call_sites_of_several_functions_at_one_offset_are_told_apart(arr):
+    """The clean-site table is keyed by the caller's offset first: functions whose calls
+    sit at the same offset share a slot, and a breach there is never answered as clean."""
+    from trackgen_contract.tracer import fastpath
+
+    def first():
+        wp.launch(add_one, 8, inputs=[arr], stream=None)
+
+    def second():
+        wp.launch(add_one, 8, inputs=[arr], stream=None)
+
+    def no_stream():
+        wp.launch(add_one, 8, inputs=[arr], device=None)
+
+    assert _call_offsets(first) == _call_offsets(second) == _call_offsets(no_stream)
+    with stream_explicit(strict=False) as guard:
+        for _ in range(6):
+            first()
+            no_stream()
+            second()
+        shared = [t for t in fastpath.table.values() if type(t).__name__ == "_Several"]
+        callers = {site.caller for several in shared for site in several.others.values()}
+        assert callers == {first.__code__, second.__code__}
+    assert guard.calls == 18
+    lines = {v.site.lineno for v in guard.violations}
+    assert lines == {no_stream.__code__.co_firstlineno + 1}
+    assert len(guard.violations) == 6
 
 
 @pytest.mark.parametrize("case", SHAPE_CASES)

@@ -5,13 +5,14 @@ time: a launch (or, on a machine without CUDA, a copy) whose call instruction pa
 ``stream=`` with every argument spelled out cannot breach any category under any policy.
 A guard that judged such a call clean has the site remembered here (`learn`), and the
 core's callback then answers the next call at that site before any `WarpCall` exists:
-one dict lookup keyed by the caller's code object, one by its ``f_lasti``, identity tests
-on the caller's and the callee's code objects, and, where the offset alone cannot prove
-that the site calls the watched function itself (3.13+, where a direct call and one made
-through C rest on the same instruction, or a stream passed by position), a re-read of the
-callable the site loads and an identity test. A site in Warp's own code (a memset or a
-``ScopedStream`` Warp makes) is clean by its offset, under the very globals it was found
-with (`learn_site`).
+one dict lookup keyed by the caller's ``f_lasti`` (no ``id()`` call: the offset alone
+tells most sites apart; callers with a site at the same offset share a slot, one lookup
+more), identity tests on the caller's and the callee's code objects, and, where the
+offset alone cannot prove that the site calls the watched function itself (3.13+, where
+a direct call and one made through C rest on the same instruction, or a stream passed by
+position), a re-read of the callable the site loads and an identity test. A site in
+Warp's own code (a memset or a ``ScopedStream`` Warp makes) is clean by its offset,
+under the very globals it was found with (`learn_site`).
 
 Only tracers that ask for every call (a plain `Tracer`, the command line) keep the full
 path: the callback skips a clean call only when every running tracer of the thread that
@@ -33,8 +34,8 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Callable
-from types import CodeType, FrameType
+from collections.abc import Callable, Mapping
+from types import CodeType, FrameType, MappingProxyType
 
 from ..callsite import CallSite, call_site
 from ..callsite.readback import class_lookup
@@ -56,6 +57,7 @@ class Clean:
     operation and the check."""
 
     __slots__ = ("callee", "caller", "check", "op")
+    others: Mapping[int, Clean] = MappingProxyType({})  # see _Several
 
     def __init__(self, caller: CodeType, callee: Entry, check: Check | None) -> None:
         self.caller = caller
@@ -64,8 +66,20 @@ class Clean:
         self.check = check
 
 
-#: id(caller code) -> {f_lasti: Clean}
-table: dict[int, dict[int, Clean]] = {}
+class _Several:
+    """The clean sites of several callers at one offset, by id() of the caller's code: its
+    `caller` matches no frame's code, so a lookup goes on to `others`, as it does (and
+    finds nothing) for a `Clean` of another caller."""
+
+    __slots__ = ("caller", "others")
+
+    def __init__(self, first: Clean) -> None:
+        self.caller = None
+        self.others: dict[int, Clean] = {id(first.caller): first}
+
+
+#: f_lasti -> the clean site of the one caller with one there, else a _Several
+table: dict[int, Clean | _Several] = {}
 _size = [0]
 
 # What is static about a call made directly by the user's code at one call site (the
@@ -140,14 +154,12 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
     running tracer of `thread` that watches it lets it pass: then it is counted for them
     and needs nothing more. (The sys.monitoring callback makes the same test inline: a
     call less per launch.)"""
-    sites = caller and table.get(id(caller.f_code))
-    if not sites:
-        return False
-    clean = sites.get(caller.f_lasti)  # type: ignore[union-attr]
+    clean = caller and table.get(caller.f_lasti)
+    if clean is not None and clean.caller is not caller.f_code:  # type: ignore[union-attr]
+        clean = clean.others.get(id(caller.f_code))  # type: ignore[union-attr]
     if (
         clean is None
         or clean.callee is not callee
-        or clean.caller is not caller.f_code  # type: ignore[union-attr]
         or (clean.check is not None and not clean.check(caller))  # type: ignore[arg-type]
     ):
         return False
@@ -252,7 +264,20 @@ def learn_site(caller: FrameType, callee: Entry) -> None:
 
 
 def _remember(caller: FrameType, callee: Entry, check: Check | None) -> None:
-    _put(table, caller, Clean(caller.f_code, callee, check))
+    if _size[0] >= _LIMIT:
+        forget()
+    clean, lasti = Clean(caller.f_code, callee, check), caller.f_lasti
+    there = table.get(lasti)
+    if there is None or there.caller is clean.caller:
+        if there is None:
+            _size[0] += 1
+        table[lasti] = clean
+        return
+    several = there if type(there) is _Several else _Several(there)  # type: ignore[arg-type]
+    if id(clean.caller) not in several.others:
+        _size[0] += 1
+    several.others[id(clean.caller)] = clean
+    table[lasti] = several
 
 
 def _put(tables: dict[int, dict[int, object]], caller: FrameType, entry: object) -> None:

@@ -138,7 +138,7 @@ class SysMonitoringCore(ArmingCore):
         # breach answered from the caller's frame alone (see fastpath) before any
         # WarpCall is made.
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
-        entries, clean_sites, ident = installed().by_id, fastpath.table, threading.get_ident
+        entries, clean_at, ident = installed().by_id, fastpath.table.get, threading.get_ident
         quiet, last = fastpath.quiet, fastpath.last
         repeats, answer_repeat = fastpath.repeats, fastpath.answer_repeat
 
@@ -151,24 +151,23 @@ class SysMonitoringCore(ArmingCore):
             except ValueError:  # called from C with no Python frame below
                 caller = None
             # fastpath.answered, inline: this is the cost of every clean launch.
-            sites = caller and clean_sites.get(id(caller.f_code))
-            if sites:
-                clean = sites.get(caller.f_lasti)  # type: ignore[union-attr]
-                if (
-                    clean is not None
-                    and clean.callee is code
-                    and clean.caller is caller.f_code  # type: ignore[union-attr]
-                    and (clean.check is None or clean.check(caller))
-                ):
-                    me = ident()
-                    mine = last.mine
-                    if tracers is not last.tracers or me != last.thread:
-                        mine = quiet(tracers, me)
-                    watching = mine.get(clean.op, ())
-                    if watching is not None:
-                        for tracer in watching:
-                            tracer.clean_calls += 1
-                        return
+            clean = caller and clean_at(caller.f_lasti)
+            if clean is not None and clean.caller is not caller.f_code:  # type: ignore[union-attr]
+                clean = clean.others.get(id(caller.f_code))  # type: ignore[union-attr]
+            if (
+                clean is not None
+                and clean.callee is code
+                and (clean.check is None or clean.check(caller))
+            ):
+                me = ident()
+                mine = last.mine
+                if tracers is not last.tracers or me != last.thread:
+                    mine = quiet(tracers, me)
+                watching = mine.get(clean.op, ())
+                if watching is not None:
+                    for tracer in watching:
+                        tracer.clean_calls += 1
+                    return
             if repeats and caller and answer_repeat(tracers, code, caller, ident()):
                 return
             try:
