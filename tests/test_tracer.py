@@ -2,6 +2,7 @@
 
 import sys
 import threading
+import time
 
 import pytest
 import warp as wp
@@ -349,6 +350,35 @@ def test_profile_function_is_set_in_the_guarded_thread_only():
         thread.join()
     assert seen["profile"] is None
     assert sys.getprofile() is None
+
+
+@pytest.mark.skipif(SYSMON, reason="the sys.setprofile core runs on Python 3.11")
+def test_a_hook_closed_from_another_thread_goes_at_its_threads_next_event_of_any_kind():
+    # Only the owner thread can take its hook down. The tracer is stopped while the owner
+    # waits in a C call; from then on to the check below the owner makes no Python call:
+    # only that C call's return and the C call of sys.getprofile itself, which must
+    # already find the hook gone.
+    seen = []
+    tracer = Tracer(seen.append).start()
+    stopped = threading.Lock()
+    stopped.acquire()
+    owner = threading.get_ident()
+
+    def stop():
+        while sys._current_frames()[owner].f_lineno != waiting_line:
+            time.sleep(0.01)
+        time.sleep(0.1)  # past the line's start, into the wait
+        tracer.stop()
+        stopped.release()
+
+    waiting_line = sys._getframe().f_lineno + 2
+    threading.Thread(target=stop).start()
+    stopped.acquire()
+    profile = sys.getprofile()
+    assert profile is None
+    gen.sync()
+    assert seen == []
+    assert_nothing_left()
 
 
 @pytest.mark.skipif(SYSMON, reason="the sys.setprofile core runs on Python 3.11")

@@ -8,7 +8,8 @@ tracers need.
 
 A thread's hook can be taken down only by that thread. When its last tracer is stopped
 from another thread, the hook is marked closing and puts the previous profile function
-back itself at its next event.
+back itself at its next event: the stopping thread points the hook's filter at values
+that every event matches (see `_close`), so the hook pays nothing for closing while open.
 
 CPython removes a profile function that raises. A strict guard raises from it to refuse a
 call, so after such a raise the hook is gone until the next tracer starts in that thread;
@@ -49,9 +50,25 @@ class _Hook:
         self.previous = previous
         self.users = 0
         self.raised = False  # a refusal raised from it, so CPython removed it
-        self.closing: list[bool] = []  # non-empty: take the hook down at the next event
+        self.closing = False  # take the hook down at the next event (see _close)
         self.probed = False  # the hook saw `_probe` run (see attach)
         self.profile: Profile | None = None
+
+
+class _Anything:
+    """Equal to everything and containing everything: what a closing hook's filter
+    compares with, so that its next event, whatever it is, goes on to take it down."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_ANYTHING = _Anything()
 
 
 class ProfileCore(ArmingCore):
@@ -110,7 +127,7 @@ class ProfileCore(ArmingCore):
                 _restore(hook.previous)
             # else: someone installed their own profiler since: leave it in place
         else:
-            hook.closing.append(True)
+            _close(hook)
         return blind
 
     def _reinstall_after_raise(self, hook: _Hook, thread: int) -> None:
@@ -154,57 +171,63 @@ class ProfileCore(ArmingCore):
         return hook
 
     def _make_profile(self, hook: _Hook) -> Profile:
-        # Runs at every Python call, return and C call of the thread: a closure over
-        # locals, with the cheapest test first.
-        # The names of the watched functions filter first: a set test of an interned
-        # string costs less than the id() call and lookup it spares most calls.
-        names, watched, active, closing = (
-            self._names,
-            self._watched.get,
-            self._active.get,
-            hook.closing,
-        )
+        # Runs at every Python call, return and C call of the thread (~130 times per
+        # launch), so it does the least that tells a call of a watched function from the
+        # rest, and has as few free variables as can be: 3.11 copies each into the frame
+        # of every call. The names of the watched functions filter: a set test of an
+        # interned string costs less than the id() call and lookup it spares most calls.
+        # `call` and `names` are what `_close` replaces.
+        call, names, on_call = "call", self._names, self._make_on_call(hook)
 
         def profile(frame: FrameType, event: str, arg: object) -> None:
-            if event == "call":
-                code = frame.f_code
-                if code.co_name in names:
-                    entry = watched(id(code))
-                    if entry is not None:
-                        tracers = active()
-                        if tracers:
-                            self._judge(tracers, entry, frame, hook)
-                    elif code is _PROBE:
-                        hook.probed = True
-            elif closing:
-                _restore(hook.previous)
+            if event == call and frame.f_code.co_name in names:
+                on_call(frame)
 
         return profile
 
-    def _judge(self, tracers: tuple, entry: Entry, frame: FrameType, hook: _Hook) -> None:
-        # A watched call: a clean site or a repeat of a judged breach is answered from
-        # the caller's frame (fastpath).
-        caller, thread = frame.f_back, threading.get_ident()
-        if fastpath.answered(tracers, frame.f_code, caller, thread):
-            return
-        try:
-            if caller and fastpath.answer_repeat(tracers, frame.f_code, caller, thread):
+    def _make_on_call(self, hook: _Hook) -> Callable[[FrameType], None]:
+        # A call of a function with a watched name (or any event of a closing hook). A
+        # watched call at a clean site or a repeat of a judged breach is answered from the
+        # caller's frame (fastpath). One frame, not two: near the recursion limit the
+        # hook's frames must fit below the user's call before dispatch widens the room.
+        watched, active, dispatch = self._watched.get, self._active.get, self._dispatch
+
+        def on_call(frame: FrameType) -> None:
+            if hook.closing:
+                _restore(hook.previous)
                 return
-            self._dispatch(tracers, entry, frame)
-        except BaseException:
-            hook.raised = True
-            __tracebackhide__ = True  # read by pytest
-            raise
+            code = frame.f_code
+            entry = watched(id(code))
+            if entry is None:
+                if code is _PROBE:
+                    hook.probed = True
+                return
+            tracers = active()
+            if not tracers:
+                return
+            caller, thread = frame.f_back, threading.get_ident()
+            if fastpath.answered(tracers, code, caller, thread):
+                return
+            try:
+                if caller and fastpath.answer_repeat(tracers, code, caller, thread):
+                    return
+                dispatch(tracers, entry, frame)
+            except BaseException:
+                hook.raised = True
+                __tracebackhide__ = True  # read by pytest
+                raise
+
+        return on_call
 
     def callback_codes(self) -> frozenset[int]:
         # The hook and what it calls: CPython reports no event while the hook runs.
         if self._callback_codes is None:
-            hook = self._make_profile(_Hook(None)).__code__
+            hook = _Hook(None)
             self._callback_codes = frozenset(
                 id(code)
                 for code in (
-                    hook,
-                    self._judge.__code__,
+                    self._make_profile(hook).__code__,
+                    self._make_on_call(hook).__code__,
                     self._dispatch.__code__,
                 )
             )
@@ -228,6 +251,18 @@ def _describe(profile: object) -> str:
     if getattr(profile, "__qualname__", None):
         return f"{profile.__module__}.{profile.__qualname__}"  # type: ignore[attr-defined]
     return f"a {kind.__module__}.{kind.__qualname__} object"
+
+
+def _close(hook: _Hook) -> None:
+    """Have `hook` take itself down at its thread's next event (only that thread can): its
+    filter's values are replaced by ones that every event matches, so that the next one
+    reaches `on_call`, which sees `closing`. (A cell of a closure can be set from any
+    thread; a flag read at every event would cost every open hook at every event.)"""
+    hook.closing = True
+    code, cells = hook.profile.__code__, hook.profile.__closure__  # type: ignore[union-attr]
+    cells = dict(zip(code.co_freevars, cells, strict=True))  # type: ignore[arg-type]
+    cells["call"].cell_contents = _ANYTHING
+    cells["names"].cell_contents = _ANYTHING
 
 
 def _probe() -> None:
