@@ -700,6 +700,15 @@ def test_a_guard_entered_from_a_signal_handler_during_enter_or_exit():
     no_problems(result, stderr)
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the sys.setprofile core: 3.11")
+def test_a_hook_closed_from_another_thread_at_the_deepest_nesting():
+    # BUG: the closing hook put the previous profile function back one frame deeper than
+    # the open hook needs: there, a stop from another thread raised RecursionError in the
+    # waiting thread, and CPython dropped the hook and the user's profile function with it.
+    result, stderr = run_child("deep_close.py", timeout=120)
+    no_problems(result, stderr)
+
+
 def test_a_guard_entered_from_a_finaliser_during_enter_or_exit():
     # BUGS: (3.12, 3.13) a finaliser entering a host-sync guard while the same thread is
     # inside `_DebugSyncEnv.hide()` (os.environ.pop runs Python code, so the collector)

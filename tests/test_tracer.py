@@ -1,5 +1,6 @@
 """The programmatic tracer: what a `WarpCall` carries, and how the cores arm and disarm."""
 
+import cProfile
 import sys
 import threading
 import time
@@ -334,6 +335,28 @@ def test_previous_profile_function_is_restored(arr):
     finally:
         sys.setprofile(None)
     assert len(guard.violations) == 1
+
+
+@pytest.mark.skipif(SYSMON, reason="the sys.setprofile core runs on Python 3.11")
+@pytest.mark.parametrize("kind", ["function", "cProfile"])
+def test_previous_profile_function_is_restored_after_a_strict_refusal(arr, kind):
+    # CPython removes a profile function that raises: the guard's exit still puts back
+    # what was there before it.
+    if kind == "cProfile":
+        profiler = cProfile.Profile()
+        profiler.enable()
+        before = sys.getprofile()
+    else:
+        before = lambda frame, event, arg: None  # noqa: E731
+        sys.setprofile(before)
+    try:
+        with pytest.raises(trackgen_contract.HotPathViolation):
+            with hot_path_guard():
+                gen.swallow(gen.read_back, arr)
+        assert sys.getprofile() is before
+    finally:
+        sys.setprofile(None)
+    assert_nothing_left()
 
 
 @pytest.mark.skipif(SYSMON, reason="the sys.setprofile core runs on Python 3.11")

@@ -43,11 +43,18 @@ class _Hook:
     """One thread's profile function and what it replaced."""
 
     __slots__ = (
-        "closing", "previous", "probed", "profile", "raised", "users",
+        "closing", "previous", "probed", "profile", "raised", "reenable", "users", "way_back",
     )  # fmt: skip
 
     def __init__(self, previous: object) -> None:
         self.previous = previous
+        # How to put it back, worked out now: the closing hook does it with C calls alone
+        # (see on_call). cProfile installs a C hook; sys.getprofile() returns its Profile
+        # object, which is not callable: enable() is how it puts its hook back.
+        if previous is not None and not callable(previous) and hasattr(previous, "enable"):
+            self.way_back, self.reenable = None, previous.enable
+        else:
+            self.way_back, self.reenable = previous, None
         self.users = 0
         self.raised = False  # a refusal raised from it, so CPython removed it
         self.closing = False  # take the hook down at the next event (see _close)
@@ -123,8 +130,9 @@ class ProfileCore(ArmingCore):
                 return blind
             del self._hooks[thread]
         if thread == threading.get_ident():
-            if sys.getprofile() is hook.profile:
-                _restore(hook.previous)
+            current = sys.getprofile()
+            if current is hook.profile or (current is None and hook.raised):
+                _restore(hook)  # (after a refusal CPython removed ours: the previous too)
             # else: someone installed their own profiler since: leave it in place
         else:
             _close(hook)
@@ -191,10 +199,13 @@ class ProfileCore(ArmingCore):
         # caller's frame (fastpath). One frame, not two: near the recursion limit the
         # hook's frames must fit below the user's call before dispatch widens the room.
         watched, active, dispatch = self._watched.get, self._active.get, self._dispatch
+        setprofile = sys.setprofile
 
         def on_call(frame: FrameType) -> None:
-            if hook.closing:
-                _restore(hook.previous)
+            if hook.closing:  # _restore, inline: no frame deeper than the open hook's
+                setprofile(hook.way_back)
+                if hook.reenable is not None:
+                    hook.reenable()
                 return
             code = frame.f_code
             entry = watched(id(code))
@@ -241,7 +252,7 @@ class ProfileCore(ArmingCore):
         self._hooks.clear()
         self._synced = self._books.version
         if hook is not None and sys.getprofile() is hook.profile:
-            _restore(hook.previous)
+            _restore(hook)
 
 
 def _describe(profile: object) -> str:
@@ -276,11 +287,8 @@ def _install(profile: object) -> None:
     sys.setprofile(profile)  # type: ignore[arg-type]
 
 
-def _restore(previous: object) -> None:
-    # cProfile installs a C hook; sys.getprofile() returns its Profile object, which is not
-    # callable: enable() is how it puts its hook back.
-    if previous is not None and not callable(previous) and hasattr(previous, "enable"):
-        sys.setprofile(None)
-        previous.enable()
-    else:
-        sys.setprofile(previous)  # type: ignore[arg-type]
+def _restore(hook: _Hook) -> None:
+    """Put back the profile function that `hook` replaced."""
+    sys.setprofile(hook.way_back)  # type: ignore[arg-type]
+    if hook.reenable is not None:
+        hook.reenable()
