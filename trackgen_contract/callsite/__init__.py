@@ -7,6 +7,7 @@ keywords, and for a ``*args`` / ``**kwargs`` call the instructions before it say
 sequence and the dict were put together, whose starred parts are then read back from the
 caller's frame.
 
+- `bytecode`: a code object's instructions, read from its bytes.
 - `values`: what the model knows about a stack value.
 - `model`: the value stack, one instruction at a time, per Python version.
 - `analysis`: the call sites of one code object (an abstract interpretation of its

@@ -20,10 +20,10 @@ import dis
 import heapq
 from types import CodeType
 
-from . import model
+from . import bytecode, model
+from .bytecode import Instruction
 from .values import UNKNOWN, CallShape, join
 
-_JUMPS = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 _CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION_EX"})
 
 Entry = tuple[tuple[object, ...], tuple | None]  # (stack, pending KW_NAMES)
@@ -78,10 +78,10 @@ def _on_exception(stack: tuple[object, ...], depth: int, lasti: int) -> Entry:
     return kept + (UNKNOWN,) * (lasti + 1), None
 
 
-def _successors(ins: dis.Instruction, following: int | None) -> list[tuple[int, bool]]:
+def _successors(ins: Instruction, following: int | None) -> list[tuple[int, bool]]:
     """(offset, along the jump) of each instruction that can run after `ins`."""
     found = []
-    if ins.opcode in _JUMPS and ins.argval is not None:
+    if ins.opcode in bytecode.JUMPS and ins.argval is not None:
         found.append((ins.argval, True))
     if ins.opname not in model.TERMINATORS and following is not None:
         found.append((following, False))
@@ -89,7 +89,7 @@ def _successors(ins: dis.Instruction, following: int | None) -> list[tuple[int, 
 
 
 def _outcomes(
-    ins: dis.Instruction,
+    ins: Instruction,
     following: int | None,
     stack: tuple[object, ...],
     names: tuple | None,
@@ -109,7 +109,7 @@ def _outcomes(
     return found
 
 
-def _fixpoint(code: CodeType, instructions: list[dis.Instruction]) -> dict[int, Entry]:
+def _fixpoint(code: CodeType, instructions: list[Instruction]) -> dict[int, Entry]:
     """The stack on entry to each reachable instruction, by offset."""
     index = {ins.offset: i for i, ins in enumerate(instructions)}
     handlers = _handlers(code)
@@ -138,7 +138,7 @@ def _fixpoint(code: CodeType, instructions: list[dis.Instruction]) -> dict[int, 
 
 def analyse(code: CodeType) -> dict[int, CallSite]:
     """Every call site of `code`, keyed by each offset ``f_lasti`` can rest on during it."""
-    instructions = list(dis.get_instructions(code))
+    instructions = bytecode.instructions(code)
     if not instructions:
         return {}
     entries = _fixpoint(code, instructions)

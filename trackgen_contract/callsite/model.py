@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from types import CodeType
 
+from .bytecode import Instruction
 from .values import (
     NULL,
     UNKNOWN,
@@ -121,7 +122,7 @@ def _call_ex(stack: Stack, arg: int) -> CallShape:
 
 State = dict  # per-path facts besides the stack: the pending KW_NAMES on 3.11/3.12
 
-Handler = Callable[[Stack, dis.Instruction, CodeType, State], "CallShape | None"]
+Handler = Callable[[Stack, Instruction, CodeType, State], "CallShape | None"]
 _HANDLERS: dict[str, Handler] = {}
 
 
@@ -360,7 +361,7 @@ _REBINDS = frozenset({
 })  # fmt: skip
 
 
-def _rebound(ins: dis.Instruction) -> frozenset[str]:
+def _rebound(ins: Instruction) -> frozenset[str]:
     if ins.opname == "STORE_FAST_LOAD_FAST":
         return frozenset(ins.argval[:1])
     if ins.opname == "STORE_FAST_STORE_FAST":
@@ -379,13 +380,13 @@ def modelled(opname: str) -> bool:
     return opname in _HANDLERS or opname in _POPS or opname in _PUSH_NOTHING
 
 
-def _effect(ins: dis.Instruction, jump: bool) -> int:
+def _effect(ins: Instruction, jump: bool) -> int:
     arg = ins.arg if ins.opcode >= dis.HAVE_ARGUMENT else None
     return dis.stack_effect(ins.opcode, arg, jump=jump)
 
 
 def step(
-    stack: Stack, ins: dis.Instruction, code: CodeType, state: State, *, jump: bool = False
+    stack: Stack, ins: Instruction, code: CodeType, state: State, *, jump: bool = False
 ) -> CallShape | None:
     """Apply `ins` to `stack` (along its jump when `jump`); return the call's shape when it
     is a call instruction."""
