@@ -55,6 +55,7 @@ _LOCAL_PAIRS = (
 
 
 def _kinds() -> dict[int, tuple[str, int]]:
+    """opcode -> (how its argument value is found, the bits to shift its argument by)."""
     kinds: dict[str, tuple[str, int]] = {"LOAD_CONST": ("const", 0), "LOAD_SMALL_INT": ("int", 0)}
     kinds.update((name, ("name", shift)) for name, shift in _NAME_SHIFTS.items())
     kinds.update((name, ("local", 0)) for name in _LOCALS)
@@ -129,7 +130,8 @@ def _value(
     if how == "absolute jump":
         return arg * 2
     # Relative to the end of the instruction's inline caches (zeroed CACHE units in
-    # co_code: 3.11's jumps have none), backward for the JUMP_BACKWARD family.
+    # co_code: 3.11's jumps have none); backward for the JUMP_BACKWARD family and 3.14's
+    # END_ASYNC_FOR, whose target lies behind it.
     end = offset + 2
     while end < len(raw) and raw[end] == _CACHE:
         end += 2
