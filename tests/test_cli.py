@@ -507,13 +507,19 @@ def test_ctrl_c_ends_the_program_as_it_ends_python(tmp_path):
     # BUG: the traceback showed the frame of our signal handler wrapper, and the process
     # exited with 130 where Python dies by SIGINT (a shell shows 130 for both).
     source = "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n"
-    plain, traced = both_ways(tmp_path, source)
-    assert traced == plain
-    assert plain[0] == -signal.SIGINT and "critical.py" not in traced[2]
-    # BUG: a program that closed sys.stderr made the flush before dying raise (status 1).
-    closed = "import sys\nsys.stderr.close()\n" + source
-    plain, traced = both_ways(tmp_path, closed)
-    assert traced[0] == plain[0] == -signal.SIGINT
+    # A run started in the background without job control has SIGINT ignored, and an
+    # ignored signal stays ignored in the children: give them the start a terminal gives.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        plain, traced = both_ways(tmp_path, source)
+        assert traced == plain
+        assert plain[0] == -signal.SIGINT and "critical.py" not in traced[2]
+        # BUG: a program that closed sys.stderr made the flush before dying raise (status 1).
+        closed = "import sys\nsys.stderr.close()\n" + source
+        plain, traced = both_ways(tmp_path, closed)
+        assert traced[0] == plain[0] == -signal.SIGINT
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_programs_own_strict_guard(tmp_path):
