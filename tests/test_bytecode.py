@@ -167,3 +167,24 @@ def test_another_python_is_decoded_by_dis(monkeypatch):
     code = _compiled("corpus")
     monkeypatch.setattr(bytecode, "PY", (3, 16))
     assert bytecode.instructions(code) == _with_dis(code)
+
+
+def _crafted(*units):
+    """A function's code with its instructions replaced by `units` (opname, arg) after
+    its RESUME and RESUME's caches."""
+    start = list(dis.get_instructions(_crafted.__code__))[1].offset  # past RESUME
+    body = bytes(b for name, arg in units for b in (dis.opmap[name], arg))
+    return _crafted.__code__.replace(co_code=_crafted.__code__.co_code[:start] + body)
+
+
+def test_an_argument_past_a_c_int_wraps_as_in_dis():
+    # Hand-made bytecode: four prefixes carry the sign bit of the C int the argument is.
+    code = _crafted(
+        ("EXTENDED_ARG", 0x80),
+        ("EXTENDED_ARG", 0),
+        ("EXTENDED_ARG", 0),
+        ("BUILD_TUPLE", 1),
+        ("RETURN_VALUE", 0),
+    )
+    assert _differences(code) == []
+    assert bytecode.instructions(code)[-2].arg < 0

@@ -33,6 +33,7 @@ class Instruction(NamedTuple):
 
 _CACHE = dis.opmap["CACHE"]
 _EXTENDED_ARG = dis.EXTENDED_ARG
+_INT_OVERFLOW = 2**31  # where an argument, a signed 32-bit int, wraps
 JUMPS = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 # 3.11 gives an argument to the opcodes from HAVE_ARGUMENT on; 3.12+ list them in hasarg.
 _HAS_ARG = frozenset(getattr(dis, "hasarg", range(dis.HAVE_ARGUMENT, 256)))
@@ -97,6 +98,8 @@ def instructions(code: CodeType) -> list[Instruction]:
         if op in _HAS_ARG:
             arg = raw[offset + 1] | extended
             extended = (arg << 8) if op == _EXTENDED_ARG else 0
+            if extended >= _INT_OVERFLOW:  # a C int: four prefixes can make it negative
+                extended -= 2 * _INT_OVERFLOW
         else:
             extended = 0
         argval = None
