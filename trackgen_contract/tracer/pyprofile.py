@@ -8,8 +8,8 @@ tracers need.
 
 A thread's hook can be taken down only by that thread. When its last tracer is stopped
 from another thread, the hook is marked closing and puts the previous profile function
-back itself at its next event: the stopping thread points the hook's filter at values
-that every event matches (see `_close`), so the hook pays nothing for closing while open.
+back itself at its next event: the stopping thread swaps the hook's code for one without
+a filter (see `_close`), so the hook pays nothing for closing while open.
 
 CPython removes a profile function that raises. A strict guard raises from it to refuse a
 call, so after such a raise the hook is gone until the next tracer starts in that thread;
@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from types import FrameType
+from types import CodeType, FrameType
 
 from .. import codecache
 from ..registry import Entry
@@ -43,7 +43,8 @@ class _Hook:
     """One thread's profile function and what it replaced."""
 
     __slots__ = (
-        "closing", "previous", "probed", "profile", "raised", "reenable", "users", "way_back",
+        "closing", "closing_code", "previous", "probed", "profile", "raised", "reenable",
+        "users", "way_back",
     )  # fmt: skip
 
     def __init__(self, previous: object) -> None:
@@ -60,22 +61,13 @@ class _Hook:
         self.closing = False  # take the hook down at the next event (see _close)
         self.probed = False  # the hook saw `_probe` run (see attach)
         self.profile: Profile | None = None
+        self.closing_code: CodeType | None = None  # what `_close` makes `profile` run
 
 
-class _Anything:
-    """Equal to everything and containing everything: what a closing hook's filter
-    compares with, so that its next event, whatever it is, goes on to take it down."""
-
-    def __eq__(self, other: object) -> bool:
-        return True
-
-    def __contains__(self, item: object) -> bool:
-        return True
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-_ANYTHING = _Anything()
+# The qualified names of the watched code objects: the hooks' first filter. One set for
+# the process (there is one core), read as a global: a hook's free variables cost it at
+# every event (see `_make_profile`). Updated in place.
+_watched_names: set[str] = set()
 
 
 class ProfileCore(ArmingCore):
@@ -88,7 +80,6 @@ class ProfileCore(ArmingCore):
         self._active = active
         self._dispatch = dispatch
         self._watched: dict[int, Entry] = {}  # id(code) -> entry: what the hooks look for
-        self._names: set[str] = set()  # their code objects' names: a cheap first filter
         self._synced = 0  # the books' version last applied
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
         self._callback_codes: frozenset[int] | None = None  # see callback_codes
@@ -154,9 +145,9 @@ class ProfileCore(ArmingCore):
         for key in [k for k in self._watched if k not in wanted]:
             del self._watched[key]
         self._watched.update(wanted)
-        names = {entry.code.co_name for entry in wanted.values()} | {_PROBE.co_name}
-        self._names.intersection_update(names)
-        self._names.update(names)
+        names = {entry.code.co_qualname for entry in wanted.values()} | {_PROBE.co_qualname}
+        _watched_names.intersection_update(names)
+        _watched_names.update(names)
         if not wanted:
             fastpath.forget()  # nothing watched: no cache is worth its memory
             codecache.clear_all()
@@ -181,20 +172,25 @@ class ProfileCore(ArmingCore):
     def _make_profile(self, hook: _Hook) -> Profile:
         # Runs at every Python call, return and C call of the thread (~130 times per
         # launch), so it does the least that tells a call of a watched function from the
-        # rest, and has as few free variables as can be: 3.11 copies each into the frame
-        # of every call. The names of the watched functions filter: a set test of an
-        # interned string costs less than the id() call and lookup it spares most calls.
-        # `call` and `names` are what `_close` replaces.
-        call, names, on_call = "call", self._names, self._make_on_call(hook)
+        # rest: a constant compared with the event, then the qualified name of the code
+        # looked up in a global set (a string whose hash it keeps: less than the id() call
+        # and lookup it spares most calls; a plain name would also let every `__init__`
+        # through). One free variable: 3.11 copies each into the frame of every call.
+        on_call = self._make_on_call(hook)
 
         def profile(frame: FrameType, event: str, arg: object) -> None:
-            if event == call and frame.f_code.co_name in names:
+            if event == "call" and frame.f_code.co_qualname in _watched_names:
                 on_call(frame)
 
+        def closing(frame: FrameType, event: str, arg: object) -> None:
+            on_call(frame)  # any event: it takes the hook down (see _close)
+
+        hook.closing_code = closing.__code__
         return profile
 
     def _make_on_call(self, hook: _Hook) -> Callable[[FrameType], None]:
-        # A call of a function with a watched name (or any event of a closing hook). A
+        # A call of a function with a watched qualified name (or any event of a closing
+        # hook). A
         # watched call at a clean site or a repeat of a judged breach is answered from the
         # caller's frame (fastpath). One frame, not two: near the recursion limit the
         # hook's frames must fit below the user's call before dispatch widens the room.
@@ -238,6 +234,7 @@ class ProfileCore(ArmingCore):
                 id(code)
                 for code in (
                     self._make_profile(hook).__code__,
+                    hook.closing_code,
                     self._make_on_call(hook).__code__,
                     self._dispatch.__code__,
                 )
@@ -248,7 +245,7 @@ class ProfileCore(ArmingCore):
         hook = self._hooks.get(threading.get_ident())
         self._books.reset()
         self._watched.clear()
-        self._names.clear()
+        _watched_names.clear()
         self._hooks.clear()
         self._synced = self._books.version
         if hook is not None and sys.getprofile() is hook.profile:
@@ -265,15 +262,13 @@ def _describe(profile: object) -> str:
 
 
 def _close(hook: _Hook) -> None:
-    """Have `hook` take itself down at its thread's next event (only that thread can): its
-    filter's values are replaced by ones that every event matches, so that the next one
-    reaches `on_call`, which sees `closing`. (A cell of a closure can be set from any
-    thread; a flag read at every event would cost every open hook at every event.)"""
+    """Have `hook` take itself down at its thread's next event (only that thread can): the
+    profile function's code is swapped for one without a filter, with the same free
+    variable, so that the next event, whatever it is, reaches `on_call`, which sees
+    `closing`. (A function's code can be set from any thread, and the next call runs the
+    new one; a flag read at every event would cost every open hook at every event.)"""
     hook.closing = True
-    code, cells = hook.profile.__code__, hook.profile.__closure__  # type: ignore[union-attr]
-    cells = dict(zip(code.co_freevars, cells, strict=True))  # type: ignore[arg-type]
-    cells["call"].cell_contents = _ANYTHING
-    cells["names"].cell_contents = _ANYTHING
+    hook.profile.__code__ = hook.closing_code  # type: ignore[union-attr]
 
 
 def _probe() -> None:
