@@ -134,6 +134,51 @@ def test_every_tracer_sees_a_call_even_when_one_raises(arr):
     assert seen == ["outer", "inner"]
 
 
+def test_calls_after_a_swallowed_exception_from_on_call_are_seen_or_owned_up_to(arr):
+    # 3.11 removes a profile function that raises: the calls after it go unseen there, and
+    # every tracer and guard running in the thread says so. sys.monitoring sees them all.
+    seen = []
+
+    def raise_once(call):
+        seen.append(call.api)
+        if len(seen) == 1:
+            raise LookupError("raised once")
+
+    with hot_path_guard(strict=False) as guard:
+        with Tracer(raise_once) as tracer:
+            with pytest.raises(LookupError):
+                gen.launch_with_stream(arr)
+            gen.sync()
+            gen.read_back(arr)
+    assert not guard.ok
+    if SYSMON:
+        assert guard.blind is None and tracer.blind is None
+        assert [v.api for v in guard.violations] == ["wp.synchronize()", "wp.array.numpy()"]
+        assert {"wp.synchronize", "wp.array.numpy"} <= set(seen)
+    else:
+        assert guard.violations == [] and seen == ["wp.launch"]
+        assert "made Python 3.11 remove it" in guard.blind
+        assert tracer.blind == guard.blind
+        assert "cannot vouch for it: an exception raised from the profile" in guard.report()
+    with hot_path_guard(strict=False) as later:  # the next one is whole again
+        gen.sync()
+    assert later.blind is None and [v.api for v in later.violations] == ["wp.synchronize()"]
+    assert_nothing_left()
+
+
+def test_a_strict_refusal_swallowed_on_3_11_leaves_the_guard_blind(arr):
+    with pytest.raises(HotPathViolationType, match="host sync"):
+        with hot_path_guard() as guard:
+            assert gen.swallow(gen.read_back, arr) == "swallowed"
+            gen.sync()  # unseen on 3.11: the refusal took the profile function down
+    assert [v.api for v in guard.violations][:1] == ["wp.array.numpy()"]
+    if SYSMON:
+        assert guard.blind is None and len(guard.violations) == 2
+    else:
+        assert "made Python 3.11 remove it" in guard.blind and len(guard.violations) == 1
+    assert_nothing_left()
+
+
 def test_start_stop_and_restart(arr):
     seen = []
     tracer = Tracer(lambda c: seen.append(c.api))

@@ -12,9 +12,10 @@ back itself at its next event: the stopping thread swaps the hook's code for one
 a filter (see `_close`), so the hook pays nothing for closing while open.
 
 CPython removes a profile function that raises. A strict guard raises from it to refuse a
-call, so after such a raise the hook is gone until the next tracer starts in that thread;
-calls made in between (after the code under test swallowed the violation) are not seen,
-and the block still fails on exit with the violation it raised. A hook replaced or removed
+call (as does any ``on_call`` that raises), so after such a raise the hook is gone until a
+tracer next starts or stops in that thread; calls made in between (after the code under
+test swallowed the exception) are not seen, and every tracer that was running in the
+thread then reports itself blind when it stops. A hook replaced or removed
 by anything else (``sys.setprofile(None)``, ``cProfile.Profile().enable()``) and not put
 back is reported when the tracer stops: its calls from then on were not seen. (One put
 back before then goes unnoticed: an audit hook would see every swap, but CPython 3.11
@@ -44,7 +45,7 @@ class _Hook:
 
     __slots__ = (
         "closing", "closing_code", "previous", "probed", "profile", "raised", "reenable",
-        "users", "way_back",
+        "removals", "since", "users", "way_back",
     )  # fmt: skip
 
     def __init__(self, previous: object) -> None:
@@ -57,7 +58,9 @@ class _Hook:
         else:
             self.way_back, self.reenable = previous, None
         self.users = 0
-        self.raised = False  # a refusal raised from it, so CPython removed it
+        self.raised = False  # an exception raised from it, so CPython removed it
+        self.removals = 0  # how many times that happened
+        self.since: dict[int, int] = {}  # id(tracer) -> `removals` when it attached
         self.closing = False  # take the hook down at the next event (see _close)
         self.probed = False  # the hook saw `_probe` run (see attach)
         self.profile: Profile | None = None
@@ -94,6 +97,7 @@ class ProfileCore(ArmingCore):
                 hook = self._hooks[thread] = self._new_hook(hook)
             hook.users += 1
             hook.raised = False
+            hook.since[id(tracer)] = hook.removals
         _install(hook.profile)  # also after a raise removed it
         hook.probed = False
         _probe()
@@ -114,7 +118,7 @@ class ProfileCore(ArmingCore):
             hook = self._hooks.get(thread)
             if hook is None:
                 return None
-            blind = self._blind(hook, thread)
+            blind = self._blind(hook, thread, tracer)
             hook.users -= 1
             if hook.users > 0:
                 self._reinstall_after_raise(hook, thread)
@@ -152,8 +156,12 @@ class ProfileCore(ArmingCore):
             fastpath.forget()  # nothing watched: no cache is worth its memory
             codecache.clear_all()
 
-    def _blind(self, hook: _Hook, thread: int) -> str | None:
-        """Why the hook missed calls (it was replaced, and still is), or None."""
+    def _blind(self, hook: _Hook, thread: int, tracer: object) -> str | None:
+        """Why the hook missed calls of `tracer`'s (an exception raised from it while the
+        tracer ran, or it was replaced and still is), or None."""
+        if hook.since.pop(id(tracer), hook.removals) != hook.removals:
+            # Removed until a tracer next started or stopped in this thread.
+            return "an exception raised from the profile function made Python 3.11 remove it"
         if thread != threading.get_ident() or hook.raised:
             return None
         current = sys.getprofile()
@@ -220,7 +228,8 @@ class ProfileCore(ArmingCore):
                     return
                 dispatch(tracers, entry, frame)
             except BaseException:
-                hook.raised = True
+                hook.raised = True  # CPython removes the hook as this leaves it
+                hook.removals += 1
                 __tracebackhide__ = True  # read by pytest
                 raise
 
