@@ -348,12 +348,16 @@ def _class_names(prefix: str, cls: type, names: dict[int, str]) -> None:
         if not klass.__module__.startswith("warp"):
             continue
         for attr, value in vars(klass).items():
-            _add(names, prefix if attr == "__init__" else f"{prefix}.{attr}", value)
+            constructor = attr in ("__init__", "__new__")  # wp.array2d(...) calls __new__
+            _add(names, prefix if constructor else f"{prefix}.{attr}", value)
 
 
 def _add(names: dict[int, str], name: str, value: object) -> None:
-    try:
-        code = _code_of(value)
-    except TypeError:
-        return
-    names.setdefault(id(code), name)
+    # A property's setter and deleter run at `a.requires_grad = True`: they go by its name.
+    parts = (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,)
+    for part in parts:
+        try:
+            code = _code_of(part)
+        except TypeError:
+            continue
+        names.setdefault(id(code), name)
