@@ -719,7 +719,7 @@ def test_a_named_hot_path_that_never_runs_is_not_a_pass(tmp_path):
     path = program(tmp_path, PRELUDE + "def never():\n    a.numpy()\n\ngen.launch_with_stream(a)\n")
     status, _, err = trace("--hot", "__main__:never", "--json", tmp_path / "r.json", path)
     assert status == NOTHING_CHECKED == 101, err
-    assert "nothing checked: hot path never: no watched Warp call was made inside it" in err
+    assert "nothing checked: hot path never: no Warp call that the checks look at" in err
     assert "no hot-path contract breach" in err  # nothing found, and said why that is no pass
     document = load(tmp_path / "r.json")
     assert document["exit_status"] == NOTHING_CHECKED and document["unchecked"]
@@ -729,7 +729,7 @@ def test_a_marked_hot_path_that_never_runs_is_not_a_pass(tmp_path):
     source = PRELUDE + "@trackgen_contract.hot_path\ndef step():\n    a.numpy()\n\na.numpy()\n"
     status, _, err = trace(program(tmp_path, source))
     assert status == NOTHING_CHECKED, err
-    assert "hot path step: no watched Warp call" in err
+    assert "hot path step: no Warp call that the checks look at" in err
 
 
 def test_one_hot_path_that_ran_does_not_cover_one_that_did_not(tmp_path):
@@ -741,6 +741,31 @@ def test_one_hot_path_that_ran_does_not_cover_one_that_did_not(tmp_path):
     status, _, err = trace("--hot", "__main__:ran", "--hot", "__main__:idle", path)
     assert status == NOTHING_CHECKED, err
     assert "hot path idle:" in err and "hot path ran:" not in err
+
+
+@pytest.mark.parametrize(
+    ("options", "checked"),
+    [
+        (["--checks", "stream", "--modules", "elsewhere"], False),  # a typo in --modules
+        (["--checks", "stream", "--modules", "acme"], True),
+        (["--checks", "capture"], False),  # no call of a kind the check looks at
+        (["--checks", "stream,host_sync", "--modules", "elsewhere"], True),  # the copy
+    ],
+)
+def test_calls_that_no_check_looks_at_are_not_a_pass(tmp_path, options, checked):
+    # A launch and a copy with their stream, from acme.gen: seen, but a stream rule
+    # narrowed to other modules, or a check of other calls, looks at neither (the host
+    # sync check looks at every copy: one between devices syncs).
+    body = "gen.launch_with_stream(a)\ngen.copy_with_stream(a, a)\n"
+    path = program(tmp_path, PRELUDE + body)
+    status, _, err = trace(*options, path)
+    assert status == (0 if checked else NOTHING_CHECKED), err
+    assert ("none of the program's watched Warp calls is one the checks look at" in err) != checked
+    hot = hot_program(tmp_path, body)
+    status, _, err = trace(*options, "--json", tmp_path / "r.json", hot)
+    assert status == (0 if checked else NOTHING_CHECKED), err
+    assert ("hot path run: no Warp call that the checks look at" in err) != checked
+    assert bool(load(tmp_path / "r.json")["unchecked"]) != checked
 
 
 def test_breaches_outrank_nothing_checked_and_the_programs_failure_outranks_both(tmp_path):

@@ -30,6 +30,7 @@ from .rules import (
     Policy,
     SiteVerdicts,
     Violation,
+    covers,
 )
 from .sites import Site
 from .tracer import Tracer, WarpCall
@@ -135,7 +136,9 @@ class Recording:
     sanctioned: Counter[tuple[Violation, bool]] = field(default_factory=Counter)
     by_pragma: Counter[tuple[Violation, Pragma, bool]] = field(default_factory=Counter)
     pragma_errors: dict[str, PragmaError] = field(default_factory=dict)
-    # qualified name of a hot path -> watched calls made inside it
+    #: Watched calls one of the checks looks at (see `rules.covers`).
+    checked: int = 0
+    # qualified name of a hot path -> watched calls made inside it that a check looks at
     hot_calls: Counter[str] = field(default_factory=Counter)
     #: The violation ``--strict`` raised to stop the program, if it did.
     stopped_by: HotPathViolation | None = None
@@ -156,14 +159,17 @@ class Recording:
         """Count one watched call and record what the rules make of it."""
         count = self.calls.setdefault(call_name(call), ApiCount())
         count.calls += 1
+        covered = covers(call, self.policy)
+        self.checked += covered
         hot = call.in_hot_path
         if hot:
             count.in_hot_paths += 1
-            self.hot_calls.update(_hot_paths_on_stack())
+            if covered:
+                self.hot_calls.update(_hot_paths_on_stack())
         findings, known = self.verdicts.judge(call)
         tallies = [self._record(finding, hot, count) for finding in findings]
         if known is not None and not self.strict and call.direct:
-            self._answer_repeats(call, known, count, tallies)
+            self._answer_repeats(call, known, count, tallies, covered)
 
     def _record(self, finding: Finding, hot: bool, count: ApiCount) -> _Tally:
         """Count one finding; where it was counted (a repeat is counted there too)."""
@@ -201,7 +207,7 @@ class Recording:
             raise self.stopped_by
 
     def _answer_repeats(
-        self, call: WarpCall, known: Known, count: ApiCount, tallies: list[_Tally]
+        self, call: WarpCall, known: Known, count: ApiCount, tallies: list[_Tally], covered: bool
     ) -> None:
         # A repeat of a direct call whose findings follow from its site (see
         # rules.SiteVerdicts) is counted as its first call was, by the tracer's answer: no
@@ -217,6 +223,7 @@ class Recording:
             if hotpaths.any_marked() or sanction.marks() != marks:
                 return False  # judged in full
             count.calls += 1
+            self.checked += covered
             count.breaches_outside += breaches
             for counter, key in tallies:
                 counter[key] += 1
@@ -296,10 +303,16 @@ class Scoped:
         if not self.hot_paths:
             if not self.recording.calls and not blind:
                 reasons.append("the program made no watched Warp call, so nothing was checked")
+            elif not self.recording.checked and not blind:
+                reasons.append(
+                    "none of the program's watched Warp calls is one the checks look at "
+                    "(--checks; for the stream rules, --modules), so nothing was checked"
+                )
             return reasons
         return reasons + [
-            f"hot path {name}: no watched Warp call was made inside it, so nothing was "
-            "checked there (it never ran, or it calls no watched Warp API)"
+            f"hot path {name}: no Warp call that the checks look at was made inside it, so "
+            "nothing was checked there (it never ran, or it calls none: see --checks and, "
+            "for the stream rules, --modules)"
             for name in self.hot_paths
             if not self.recording.hot_calls[name]
         ]

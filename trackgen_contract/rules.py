@@ -527,6 +527,18 @@ def clean_under_every_policy(call: WarpCall) -> bool:
     return explicit is not None and call.entry.watch.stream in explicit
 
 
+def covers(call: WarpCall, policy: Policy) -> bool:
+    """Whether one of the policy's checks looks at `call`: one that checks its kind of
+    operation, and, where that is the stream rules alone, made by (or for) a caller in the
+    policy's modules. (A call no check looks at cannot count as checked.)"""
+    categories = [c for c in _OP_CATEGORIES[call.entry.op] if c in policy.checks]
+    if categories != ["stream"] or policy.modules is None:
+        return bool(categories)
+    if call.entry.op in (MEMSET, SCOPED_STREAM):
+        return call.direct and _in_modules(call.caller.module, policy.modules)
+    return _in_modules(call.site.module, policy.modules)
+
+
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
     """Every finding of the policy's checks on one call, in category order.
 
