@@ -638,7 +638,7 @@ def test_checks_and_modules_options(tmp_path):
     path = hot_program(tmp_path, "gen.read_back(a)\ngen.launch_without_stream(a)\n")
     assert trace("--checks", "host_sync", "--json", tmp_path / "h.json", path)[0] == BREACHES
     assert [b["category"] for b in load(tmp_path / "h.json")["breaches"]] == ["host_sync"]
-    assert trace("--checks", "stream", "--modules", "elsewhere", path)[0] == 0
+    assert trace("--checks", "stream", "--modules", "elsewhere", path)[0] == NOTHING_CHECKED
     assert trace("--checks", "stream", "--modules", "acme", path)[0] == BREACHES
 
 
@@ -653,9 +653,10 @@ def test_checks_and_modules_options(tmp_path):
         (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
         (["--hot", "nocolon", "PROG"], "--hot takes MODULE:QUALNAME"),
         (["--hot", "prog:absent", "PROG"], "the program defines no function 'absent'"),
-        (["--hot", "acme.gen:nothing", "PROG"], "'acme.gen' has no 'nothing'"),
-        (["--hot", "no_such_mod:f", "PROG"], "cannot import 'no_such_mod'"),
-        (["--hot", "acme.gen:np", "PROG"], "'np' is not a function"),
+        (["--hot", "acme.gen:nothing", "PROG"], "'acme.gen' defines no function 'nothing'"),
+        (["--hot", "acme.gen:np", "PROG"], "'acme.gen' defines no function 'np'"),  # numpy
+        (["--hot", "os:nothing", "PROG"], "'os' has no 'nothing'"),  # imported already
+        (["--hot", "os:sep", "PROG"], "'sep' is not a function"),
         (["--checks", "host_sync,gpu", "PROG"], "--checks: unknown category 'gpu'"),
         (["--checks=", "PROG"], "--checks is empty, so nothing would be checked"),
         (["--checks", " , ", "PROG"], "--checks is empty"),
@@ -723,6 +724,60 @@ def test_a_named_hot_path_that_never_runs_is_not_a_pass(tmp_path):
     assert "no hot-path contract breach" in err  # nothing found, and said why that is no pass
     document = load(tmp_path / "r.json")
     assert document["exit_status"] == NOTHING_CHECKED and document["unchecked"]
+
+
+def test_a_hot_path_in_a_module_the_program_imports_later_is_found_without_importing_it(
+    tmp_path,
+):
+    # The program puts the module's directory on sys.path itself and configures before
+    # importing it: the command line must not import it first (nor fail to).
+    lib = tmp_path / "src"
+    lib.mkdir()
+    (lib / "late_lib.py").write_text(
+        "import os, sys\n"
+        "import warp as wp\n"
+        "print('late_lib imported, setting', os.environ.get('LATE_SETTING'))\n"
+        "def generate(a):\n"
+        "    wp.launch(sys.modules['acme.gen'].add_one, dim=4, inputs=[a], device='cpu')\n"
+        "def other(a):\n"
+        "    a.numpy()\n"
+    )
+    (lib / "twin.py").write_text("def generate(a):\n    a.numpy()\n")  # same name, elsewhere
+    source = PRELUDE + (
+        "import os\n"
+        "print('main starts')\n"
+        "os.environ['LATE_SETTING'] = 'made by main'\n"
+        "sys.path.insert(0, os.path.join(os.path.dirname(__file__), 'src'))\n"
+        "import late_lib, twin\n"
+        "late_lib.generate(a)\n"
+        "late_lib.other(a)\n"
+        "twin.generate(a)\n"
+    )
+    path = program(tmp_path, source)
+    plain = subprocess.run(
+        [sys.executable, path],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        timeout=300,
+    )
+    assert plain.returncode == 0, plain.stderr
+    status, out, err = trace("--hot", "late_lib:generate", "--json", tmp_path / "r.json", path)
+    assert out == plain.stdout == "main starts\nlate_lib imported, setting made by main\n"
+    assert status == BREACHES, err
+    breaches = load(tmp_path / "r.json")["breaches"]
+    # Only the launch in late_lib.generate: not late_lib.other, not twin.generate.
+    assert [(b["api"], b["site"]["function"]) for b in breaches] == [
+        ("wp.launch without stream=", "generate")
+    ]
+    assert breaches[0]["site"]["module"] == "late_lib"
+
+
+def test_a_hot_path_in_a_module_the_program_never_imports_is_not_a_pass(tmp_path):
+    path = program(tmp_path, PRELUDE + "gen.read_back(a)\n")
+    status, _, err = trace("--hot", "no_such_mod:f", path)
+    assert status == NOTHING_CHECKED, err
+    assert "hot path f: no Warp call" in err and "never imported 'no_such_mod'" in err
 
 
 def test_a_marked_hot_path_that_never_runs_is_not_a_pass(tmp_path):
@@ -806,7 +861,8 @@ def test_report_files_replace_a_symlink_rather_than_follow_it(tmp_path):
 def test_modules_accepts_the_scripts_own_name(tmp_path):
     # The script runs as __main__; naming it by its file's name covers it, as --hot does.
     path = hot_program(tmp_path, "wp.launch(gen.add_one, dim=4, inputs=[a], device='cpu')\n")
-    assert trace("--checks", "stream", "--modules", "acme", path)[0] == 0  # not the script
+    # Not the script: its launch is not one the stream rules look at, so nothing is checked.
+    assert trace("--checks", "stream", "--modules", "acme", path)[0] == NOTHING_CHECKED
     status, _, err = trace("--checks", "stream", "--modules", "prog", path)
     assert status == BREACHES, err
     assert "wp.launch without stream=  run" in err

@@ -10,6 +10,7 @@ generator's frame is off the stack) and callbacks from C, and costs nothing else
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import TypeVar
@@ -18,6 +19,8 @@ F = TypeVar("F", bound=Callable)
 
 # id(code) -> code. Keyed by id: hashing a code object hashes its whole bytecode.
 _codes: dict[int, CodeType] = {}
+# qualified name -> the modules whose function of that name is a hot path (see mark_name)
+_names: dict[str, set[str]] = {}
 
 
 def function_code(fn: object) -> CodeType:
@@ -45,6 +48,13 @@ def mark_code(code: CodeType) -> None:
     _codes[id(code)] = code
 
 
+def mark_name(module: str, qualname: str) -> None:
+    """Mark the function `qualname` of `module` as a hot path by its name, for a module not
+    imported yet (the command line's ``--hot``, which must not import it ahead of the
+    program): a frame of code of that qualified name run under that module's globals."""
+    _names.setdefault(qualname, set()).add(module)
+
+
 def unmark_code(code: CodeType) -> None:
     """Forget a hot path marked with `mark_code` (tests and the command line use it)."""
     if _codes.get(id(code)) is code:
@@ -53,21 +63,41 @@ def unmark_code(code: CodeType) -> None:
 
 def any_marked() -> bool:
     """Whether any hot path is marked (cheaper than `marked`)."""
-    return bool(_codes)
+    return bool(_codes or _names)
 
 
 def marked() -> tuple[str, ...]:
     """Qualified names of the marked hot paths."""
-    return tuple(code.co_qualname for code in _codes.values())
+    return tuple(dict.fromkeys([*(code.co_qualname for code in _codes.values()), *_names]))
 
 
 def on_stack(frame: FrameType | None) -> bool:
     """Whether a hot path's frame is `frame` or below it."""
-    codes = _codes
-    if not codes:
+    codes, names = _codes, _names
+    if not codes and not names:
         return False
     while frame is not None:
-        if id(frame.f_code) in codes:
+        code = frame.f_code
+        if id(code) in codes:
+            return True
+        if names and code.co_qualname in names and _module_of(frame) in names[code.co_qualname]:
             return True
         frame = frame.f_back
     return False
+
+
+def never_imported() -> dict[str, str]:
+    """The hot paths marked by name whose module is not imported (yet): qualified name ->
+    module."""
+    return {
+        qualname: module
+        for qualname, modules in _names.items()
+        for module in sorted(modules)
+        if module not in sys.modules
+    }
+
+
+def _module_of(frame: FrameType) -> str | None:
+    # The globals' own __name__, read as a plain dict would (no code of the program runs).
+    name = dict.get(frame.f_globals, "__name__")
+    return name if type(name) is str else None

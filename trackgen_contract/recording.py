@@ -309,10 +309,17 @@ class Scoped:
                     "(--checks; for the stream rules, --modules), so nothing was checked"
                 )
             return reasons
+        unimported = hotpaths.never_imported()
         return reasons + [
             f"hot path {name}: no Warp call that the checks look at was made inside it, so "
-            "nothing was checked there (it never ran, or it calls none: see --checks and, "
-            "for the stream rules, --modules)"
+            "nothing was checked there ("
+            + (
+                f"the program never imported {unimported[name]!r}"
+                if name in unimported
+                else "it never ran, or it calls none: see --checks and, for the stream "
+                "rules, --modules"
+            )
+            + ")"
             for name in self.hot_paths
             if not self.recording.hot_calls[name]
         ]

@@ -107,14 +107,7 @@ class Program:
 
     def functions(self) -> dict[str, CodeType]:
         """Every function and method defined in the program's code, by qualified name."""
-        found: dict[str, CodeType] = {}
-        stack = [self.code]
-        while stack:
-            code = stack.pop()
-            if code is not self.code:
-                found.setdefault(code.co_qualname, code)
-            stack.extend(c for c in code.co_consts if isinstance(c, CodeType))
-        return found
+        return _functions(self.code)
 
     def prepare(self) -> None:
         """Set sys.argv and sys.path[0] as the program expects, before imports for it."""
@@ -203,6 +196,36 @@ def _import_package(name: str) -> None:
         __import__(name)
     finally:
         sys.argv[0] = argv0
+
+
+def functions_of_unimported(name: str) -> frozenset[str] | None:
+    """The qualified names of the functions and methods the module `name` defines, read
+    from its source without importing it or the packages it is in; None where it cannot be
+    found so (not on ``sys.path`` yet, say) or has no Python source."""
+    try:
+        spec = _find_unimported(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+        return None
+    try:
+        with open(spec.loader.get_filename(name), "rb") as file:
+            source = importlib.util.decode_source(file.read())
+        code = compile(source, spec.loader.get_filename(name), "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return frozenset(_functions(code))
+
+
+def _functions(module_code: CodeType) -> dict[str, CodeType]:
+    found: dict[str, CodeType] = {}
+    stack = [module_code]
+    while stack:
+        code = stack.pop()
+        if code is not module_code:
+            found.setdefault(code.co_qualname, code)
+        stack.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return found
 
 
 def _find_unimported(name: str) -> ModuleSpec | None:

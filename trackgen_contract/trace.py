@@ -40,7 +40,7 @@ from .recording import Recording, Row, Scoped
 from .registry import COPY, READBACK, SYNC, TABLE
 from .report import Findings, Outcome, render, to_json
 from .rules import CATEGORIES, Key, Policy, Violation, make_policy
-from .runner import Program, ProgramNotFound
+from .runner import Program, ProgramNotFound, functions_of_unimported
 from .tracer import keep_armed
 
 PROG = "python -m trackgen_contract.trace"
@@ -232,7 +232,10 @@ def _allow_key(text: str, program: Program) -> Key:
     return api.removesuffix("()"), module, function
 
 
-def _hot_code(target: str, program: Program) -> CodeType:
+def _hot_path(target: str, program: Program) -> CodeType | tuple[str, str]:
+    """The code of a ``--hot`` function; or, in a module the program has not imported yet,
+    its module and qualified name, to be known by when it runs (importing the module here
+    would run its code ahead of the program's, before the program set up its path)."""
     module, _, qualname = target.partition(":")
     if not module or not qualname:
         raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
@@ -241,6 +244,14 @@ def _hot_code(target: str, program: Program) -> CodeType:
         if code is None:
             raise UsageError(f"--hot {target}: the program defines no function {qualname!r}")
         return code
+    if module not in sys.modules:
+        defined = functions_of_unimported(module)
+        if defined is not None and qualname not in defined:
+            raise UsageError(
+                f"--hot {target}: {module!r} defines no function {qualname!r} (name a "
+                "function or method by the qualified name of its def)"
+            )
+        return module, qualname
     try:
         obj = __import__(module, fromlist=["_"])
     except ImportError as exc:
@@ -264,7 +275,7 @@ class _Setup:
     policy: Policy
     options: argparse.Namespace
     baseline: baselines.Baseline | None
-    hot: tuple[CodeType, ...]
+    hot: tuple[CodeType | tuple[str, str], ...]  # see _hot_path
 
 
 def _setup(argv: list[str]) -> _Setup:
@@ -296,7 +307,7 @@ def _setup(argv: list[str]) -> _Setup:
         except baselines.BaselineError as exc:
             raise UsageError(f"--baseline {exc}") from None
     program.prepare()
-    hot = tuple(_hot_code(target, program) for target in options.hot)
+    hot = tuple(_hot_path(target, program) for target in options.hot)
     return _Setup(program, policy, options, baseline, hot)
 
 
@@ -412,8 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     except SyntaxError as exc:  # the program does not compile: as Python reports it
         traceback.print_exception(type(exc), exc, None, file=sys.stderr)
         return 1
-    for code in setup.hot:
-        hotpaths.mark_code(code)
+    for hot in setup.hot:
+        if isinstance(hot, CodeType):
+            hotpaths.mark_code(hot)
+        else:
+            hotpaths.mark_name(*hot)
     recording = Recording(setup.policy, strict=setup.options.strict)
     if setup.baseline is not None:
         known = setup.baseline
