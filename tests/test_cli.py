@@ -131,7 +131,7 @@ def test_script_sees_argv_path_and_file(tmp_path):
     status, out, err = trace(path, "--flag", "x", cwd=tmp_path)
     assert status == NOTHING_CHECKED, err  # no Warp call: nothing was checked
     assert out.splitlines() == [str([str(path), "--flag", "x"]), "True", "__main__"]
-    assert "checked the whole run: no hot path was named" in err
+    assert "checked the whole run (its main thread): no hot path was named" in err
     assert "no watched Warp call was made" in err
 
 

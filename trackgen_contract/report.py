@@ -85,7 +85,7 @@ def _scope(hot_paths: tuple[str, ...]) -> str:
     if hot_paths:
         return "checked inside hot paths: " + ", ".join(hot_paths)
     return (
-        "checked the whole run: no hot path was named "
+        "checked the whole run (its main thread): no hot path was named "
         "(mark one with @trackgen_contract.hot_path or --hot module:function)"
     )
 
