@@ -166,6 +166,26 @@ def test_calls_after_a_swallowed_exception_from_on_call_are_seen_or_owned_up_to(
     assert_nothing_left()
 
 
+def test_a_refusal_that_goes_straight_up_to_its_guard_leaves_no_one_blind(arr):
+    # On 3.11 the refusal removes the profile function until the inner guard's exit puts
+    # it back, but nothing ran in between that it did not see: nobody is blind.
+    with hot_path_guard(strict=False) as outer:
+        with pytest.raises(HotPathViolationType):
+            with hot_path_guard(host_sync=False):
+                gen.allocate(4)
+        gen.sync()
+    assert outer.blind is None
+    assert [v.api for v in outer.violations] == ["wp.zeros()", "wp.synchronize()"]
+    inner = hot_path_guard(host_sync=False)
+    try:
+        with inner:
+            gen.allocate(4)
+    except HotPathViolationType:
+        pass
+    assert inner.blind is None and len(inner.violations) == 1
+    assert_nothing_left()
+
+
 def test_a_strict_refusal_swallowed_on_3_11_leaves_the_guard_blind(arr):
     with pytest.raises(HotPathViolationType, match="host sync"):
         with hot_path_guard() as guard:

@@ -155,6 +155,14 @@ class Recording:
         self._tracer = Tracer(self.on_call)
         return self._tracer
 
+    def restart(self) -> None:
+        """Stop and start the tracer again (keeping why it was blind, if it was)."""
+        tracer = self._tracer
+        if tracer is not None and tracer.active:
+            tracer.stop()
+            self.blind = self.blind or tracer.blind
+            tracer.start()
+
     def on_call(self, call: WarpCall) -> None:
         """Count one watched call and record what the rules make of it."""
         count = self.calls.setdefault(call_name(call), ApiCount())

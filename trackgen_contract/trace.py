@@ -351,7 +351,7 @@ def _run(program: Program, recording: Recording) -> _Ending:
         return ending
     finally:
         tracer.stop()
-        recording.blind = tracer.blind
+        recording.blind = recording.blind or tracer.blind
         armed.__exit__(None, None, None)
 
 
@@ -362,6 +362,10 @@ def _run_main(program: Program, recording: Recording) -> _Ending:
     except SystemExit as exc:
         return _Ending(_exit_status(exc.code))
     except BaseException as exc:
+        # While it is handled: on 3.11 an exception raised from the profile function (a
+        # --strict stop, a refusal of the program's own guard) removed it, and a restart
+        # puts it back, so that the atexit handlers are seen (see tracer.pyprofile).
+        recording.restart()
         if exc is recording.stopped_by:  # not a violation of the program's own guards
             print(f"trackgen_contract: {exc}", file=sys.stderr)
             return _Ending(None)

@@ -13,9 +13,11 @@ a filter (see `_close`), so the hook pays nothing for closing while open.
 
 CPython removes a profile function that raises. A strict guard raises from it to refuse a
 call (as does any ``on_call`` that raises), so after such a raise the hook is gone until a
-tracer next starts or stops in that thread; calls made in between (after the code under
-test swallowed the exception) are not seen, and every tracer that was running in the
-thread then reports itself blind when it stops. A hook replaced or removed
+tracer next starts or stops in that thread. Where the exception went straight up to that
+point (a strict guard's own exit, say) nothing was missed but what ran while it was handled
+(an ``except`` or ``finally`` block on its way, which is not seen); where the code under
+test handled it and went on, every tracer that was running in the thread reports itself
+blind when it stops: the calls it made meanwhile were not seen. A hook replaced or removed
 by anything else (``sys.setprofile(None)``, ``cProfile.Profile().enable()``) and not put
 back is reported when the tracer stops: its calls from then on were not seen. (One put
 back before then goes unnoticed: an audit hook would see every swap, but CPython 3.11
@@ -45,7 +47,7 @@ class _Hook:
 
     __slots__ = (
         "closing", "closing_code", "previous", "probed", "profile", "raised", "reenable",
-        "removals", "since", "users", "way_back",
+        "removals", "since", "unwinding", "users", "way_back",
     )  # fmt: skip
 
     def __init__(self, previous: object) -> None:
@@ -59,7 +61,8 @@ class _Hook:
             self.way_back, self.reenable = previous, None
         self.users = 0
         self.raised = False  # an exception raised from it, so CPython removed it
-        self.removals = 0  # how many times that happened
+        self.unwinding: BaseException | None = None  # that exception, until put back
+        self.removals = 0  # removals after which calls may have gone unseen (_put_back)
         self.since: dict[int, int] = {}  # id(tracer) -> `removals` when it attached
         self.closing = False  # take the hook down at the next event (see _close)
         self.probed = False  # the hook saw `_probe` run (see attach)
@@ -96,6 +99,7 @@ class ProfileCore(ArmingCore):
             if hook is None or hook.closing:
                 hook = self._hooks[thread] = self._new_hook(hook)
             hook.users += 1
+            self._put_back(hook, thread)
             hook.raised = False
             hook.since[id(tracer)] = hook.removals
         _install(hook.profile)  # also after a raise removed it
@@ -118,6 +122,7 @@ class ProfileCore(ArmingCore):
             hook = self._hooks.get(thread)
             if hook is None:
                 return None
+            self._put_back(hook, thread)
             blind = self._blind(hook, thread, tracer)
             hook.users -= 1
             if hook.users > 0:
@@ -132,6 +137,18 @@ class ProfileCore(ArmingCore):
         else:
             _close(hook)
         return blind
+
+    def _put_back(self, hook: _Hook, thread: int) -> None:
+        """A tracer starts or stops in `thread` after an exception raised from the hook
+        removed it: the hook goes back, or away. Its tracers missed nothing if that
+        exception is still being handled here, having gone straight up (to a guard's
+        exit, say); else the code under test handled it and went on, unseen."""
+        if hook.unwinding is None:
+            return
+        straight = thread == threading.get_ident() and sys.exc_info()[1] is hook.unwinding
+        hook.unwinding = None
+        if not straight:
+            hook.removals += 1
 
     def _reinstall_after_raise(self, hook: _Hook, thread: int) -> None:
         # A refusal raised from the hook and CPython removed it: the tracers still running
@@ -227,9 +244,9 @@ class ProfileCore(ArmingCore):
                 if caller and fastpath.answer_repeat(tracers, code, caller, thread):
                     return
                 dispatch(tracers, entry, frame)
-            except BaseException:
+            except BaseException as error:
                 hook.raised = True  # CPython removes the hook as this leaves it
-                hook.removals += 1
+                hook.unwinding = error
                 __tracebackhide__ = True  # read by pytest
                 raise
 
