@@ -15,6 +15,7 @@ import contextlib
 import dis
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import runpy
 import sys
@@ -222,7 +223,7 @@ def _functions(module_code: CodeType) -> dict[str, CodeType]:
     stack = [module_code]
     while stack:
         code = stack.pop()
-        if code is not module_code:
+        if code.co_flags & inspect.CO_NEWLOCALS:  # a function's, not a class body's
             found.setdefault(code.co_qualname, code)
         stack.extend(c for c in code.co_consts if isinstance(c, CodeType))
     return found

@@ -233,9 +233,10 @@ def _allow_key(text: str, program: Program) -> Key:
 
 
 def _hot_path(target: str, program: Program) -> CodeType | tuple[str, str]:
-    """The code of a ``--hot`` function; or, in a module the program has not imported yet,
-    its module and qualified name, to be known by when it runs (importing the module here
-    would run its code ahead of the program's, before the program set up its path)."""
+    """The code of a ``--hot`` function; or, for a function defined in a module the
+    program has not imported yet, its module and qualified name, to be known by when it
+    runs (importing the module here would run its code ahead of the program's, before the
+    program set up its path, say)."""
     module, _, qualname = target.partition(":")
     if not module or not qualname:
         raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
@@ -246,12 +247,10 @@ def _hot_path(target: str, program: Program) -> CodeType | tuple[str, str]:
         return code
     if module not in sys.modules:
         defined = functions_of_unimported(module)
-        if defined is not None and qualname not in defined:
-            raise UsageError(
-                f"--hot {target}: {module!r} defines no function {qualname!r} (name a "
-                "function or method by the qualified name of its def)"
-            )
-        return module, qualname
+        if defined is None or qualname in defined:
+            return module, qualname
+        # Not a def of its own (a name it imports, an alias, an inherited method): only
+        # importing it tells what the name is bound to.
     try:
         obj = __import__(module, fromlist=["_"])
     except ImportError as exc:
