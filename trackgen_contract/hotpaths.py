@@ -67,8 +67,10 @@ def any_marked() -> bool:
 
 
 def marked() -> tuple[str, ...]:
-    """Qualified names of the marked hot paths."""
-    return tuple(dict.fromkeys([*(code.co_qualname for code in _codes.values()), *_names]))
+    """The names of the marked hot paths, as reports show them: the qualified name of a
+    marked function, ``module:qualname`` of one marked by name."""
+    by_name = (f"{module}:{qualname}" for qualname, modules in _names.items() for module in modules)
+    return tuple(dict.fromkeys([*(code.co_qualname for code in _codes.values()), *by_name]))
 
 
 def on_stack(frame: FrameType | None) -> bool:
@@ -86,13 +88,27 @@ def on_stack(frame: FrameType | None) -> bool:
     return False
 
 
+def names_on_stack(frame: FrameType | None) -> set[str]:
+    """The names (as `marked` gives them) of the hot paths whose frames are `frame` or
+    below it."""
+    found = set()
+    while frame is not None:
+        code = frame.f_code
+        if id(code) in _codes:
+            found.add(code.co_qualname)
+        elif code.co_qualname in _names and _module_of(frame) in _names[code.co_qualname]:
+            found.add(f"{_module_of(frame)}:{code.co_qualname}")
+        frame = frame.f_back
+    return found
+
+
 def never_imported() -> dict[str, str]:
-    """The hot paths marked by name whose module is not imported (yet): qualified name ->
-    module."""
+    """The hot paths marked by name whose module is not imported (yet), by name (as
+    `marked` gives it) -> module."""
     return {
-        qualname: module
+        f"{module}:{qualname}": module
         for qualname, modules in _names.items()
-        for module in sorted(modules)
+        for module in modules
         if module not in sys.modules
     }
 

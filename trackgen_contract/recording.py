@@ -173,7 +173,7 @@ class Recording:
         if hot:
             count.in_hot_paths += 1
             if covered:
-                self.hot_calls.update(_hot_paths_on_stack())
+                self.hot_calls.update(hotpaths.names_on_stack(sys._getframe()))
         findings, known = self.verdicts.judge(call)
         tallies = [self._record(finding, hot, count) for finding in findings]
         if known is not None and not self.strict and call.direct:
@@ -238,19 +238,6 @@ class Recording:
             return True
 
         tracer.answer_repeats(call, known.check, answer)
-
-
-def _hot_paths_on_stack() -> set[str]:
-    # Which hot paths a call is inside, by qualified name (the names the report shows).
-    names = set(hotpaths.marked())
-    found = set()
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_qualname
-        if name in names:
-            found.add(name)
-        frame = frame.f_back
-    return found
 
 
 @dataclass(frozen=True)

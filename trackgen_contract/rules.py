@@ -531,12 +531,14 @@ def covers(call: WarpCall, policy: Policy) -> bool:
     """Whether one of the policy's checks looks at `call`: one that checks its kind of
     operation, and, where that is the stream rules alone, made by (or for) a caller in the
     policy's modules. (A call no check looks at cannot count as checked.)"""
-    categories = [c for c in _OP_CATEGORIES[call.entry.op] if c in policy.checks]
+    op = call.entry.op
+    if op in (MEMSET, SCOPED_STREAM) and not call.direct:
+        return False  # Warp's own (wp.zeros filling its array): the stream rules skip it
+    categories = [c for c in _OP_CATEGORIES[op] if c in policy.checks]
     if categories != ["stream"] or policy.modules is None:
         return bool(categories)
-    if call.entry.op in (MEMSET, SCOPED_STREAM):
-        return call.direct and _in_modules(call.caller.module, policy.modules)
-    return _in_modules(call.site.module, policy.modules)
+    where = call.caller if op in (MEMSET, SCOPED_STREAM) else call.site
+    return _in_modules(where.module, policy.modules)
 
 
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
