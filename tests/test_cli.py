@@ -815,6 +815,20 @@ def test_a_hot_name_a_module_imports_or_inherits_is_resolved_by_importing_it(tmp
     assert "allocation: 1 call" in err
 
 
+def test_a_function_marked_and_named_with_hot_counts_for_both(tmp_path):
+    (tmp_path / "gen2.py").write_text(
+        "import warp as wp\nimport trackgen_contract\n"
+        "a = wp.zeros(4, dtype=float, device='cpu')\n"
+        "class Gen:\n"
+        "    @trackgen_contract.hot_path\n"
+        "    def generate(self):\n"
+        "        wp.copy(a, a, stream=None)\n"
+    )
+    path = program(tmp_path, "import gen2\ngen2.Gen().generate()\n")
+    status, _, err = trace("--hot", "gen2:Gen.generate", path, cwd=tmp_path)
+    assert status == 0, err
+
+
 def test_a_hot_path_in_a_module_the_program_never_imports_is_not_a_pass(tmp_path):
     path = program(tmp_path, PRELUDE + "gen.read_back(a)\n")
     status, _, err = trace("--hot", "no_such_mod:f", path)

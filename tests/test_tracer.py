@@ -186,6 +186,39 @@ def test_a_refusal_that_goes_straight_up_to_its_guard_leaves_no_one_blind(arr):
     assert_nothing_left()
 
 
+def _refused_in_a_generator(arr):
+    yield 1
+    gen.read_back(arr)
+
+
+def test_a_refusal_kept_and_raised_again_later_is_owned_up_to(arr):
+    # Handled when the guard exits, but only after the block went on (a retry loop that
+    # raises its last failure): on 3.11 the sync went unseen, and the guard says so.
+    guard, last = hot_path_guard(), None
+    with pytest.raises(HotPathViolationType):
+        with guard:
+            for _ in range(2):
+                try:
+                    gen.read_back(arr)
+                except HotPathViolationType as error:
+                    last = error
+            gen.sync()
+            raise last
+    if SYSMON:
+        assert guard.blind is None and len(guard.violations) == 3
+    else:
+        assert "made Python 3.11 remove it" in guard.blind and len(guard.violations) == 1
+    # Straight up through a generator and two frames: nothing missed, no one blind.
+    with hot_path_guard(strict=False) as outer:
+        with pytest.raises(HotPathViolationType):
+            with hot_path_guard(allocation=False):
+                for _ in _refused_in_a_generator(arr):
+                    pass
+        gen.sync()
+    assert outer.blind is None and len(outer.violations) == 2
+    assert_nothing_left()
+
+
 def test_a_strict_refusal_swallowed_on_3_11_leaves_the_guard_blind(arr):
     with pytest.raises(HotPathViolationType, match="host sync"):
         with hot_path_guard() as guard:

@@ -96,8 +96,8 @@ def names_on_stack(frame: FrameType | None) -> set[str]:
         code = frame.f_code
         if id(code) in _codes:
             found.add(code.co_qualname)
-        elif code.co_qualname in _names and _module_of(frame) in _names[code.co_qualname]:
-            found.add(f"{_module_of(frame)}:{code.co_qualname}")
+        if code.co_qualname in _names and _module_of(frame) in _names[code.co_qualname]:
+            found.add(f"{_module_of(frame)}:{code.co_qualname}")  # marked twice: both
         frame = frame.f_back
     return found
 

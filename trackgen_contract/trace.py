@@ -359,6 +359,7 @@ def _run_main(program: Program, recording: Recording) -> _Ending:
         program.run()
         return _Ending(0)
     except SystemExit as exc:
+        recording.restart()  # (see below)
         return _Ending(_exit_status(exc.code))
     except BaseException as exc:
         # While it is handled: on 3.11 an exception raised from the profile function (a

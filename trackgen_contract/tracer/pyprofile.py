@@ -27,6 +27,7 @@ removed: it would slow every profiled call for the rest of the process.)
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 from collections.abc import Callable
@@ -99,7 +100,7 @@ class ProfileCore(ArmingCore):
             if hook is None or hook.closing:
                 hook = self._hooks[thread] = self._new_hook(hook)
             hook.users += 1
-            self._put_back(hook, thread)
+            self._put_back(hook, thread, stopping=False)
             hook.raised = False
             hook.since[id(tracer)] = hook.removals
         _install(hook.profile)  # also after a raise removed it
@@ -122,7 +123,7 @@ class ProfileCore(ArmingCore):
             hook = self._hooks.get(thread)
             if hook is None:
                 return None
-            self._put_back(hook, thread)
+            self._put_back(hook, thread, stopping=True)
             blind = self._blind(hook, thread, tracer)
             hook.users -= 1
             if hook.users > 0:
@@ -138,16 +139,19 @@ class ProfileCore(ArmingCore):
             _close(hook)
         return blind
 
-    def _put_back(self, hook: _Hook, thread: int) -> None:
+    def _put_back(self, hook: _Hook, thread: int, stopping: bool) -> None:
         """A tracer starts or stops in `thread` after an exception raised from the hook
-        removed it: the hook goes back, or away. Its tracers missed nothing if that
-        exception is still being handled here, having gone straight up (to a guard's
-        exit, say); else the code under test handled it and went on, unseen."""
+        removed it: the hook goes back, or away. Its tracers missed nothing if a tracer
+        stops here as that exception goes straight up through it (a strict guard's exit,
+        say); else the code under test handled it and went on, unseen."""
         if hook.unwinding is None:
             return
-        straight = thread == threading.get_ident() and sys.exc_info()[1] is hook.unwinding
-        hook.unwinding = None
-        if not straight:
+        error, hook.unwinding = hook.unwinding, None
+        if not (
+            stopping
+            and thread == threading.get_ident()
+            and _went_straight_up(error, self.callback_codes())
+        ):
             hook.removals += 1
 
     def _reinstall_after_raise(self, hook: _Hook, thread: int) -> None:
@@ -276,6 +280,34 @@ class ProfileCore(ArmingCore):
         self._synced = self._books.version
         if hook is not None and sys.getprofile() is hook.profile:
             _restore(hook)
+
+
+def _went_straight_up(error: BaseException, hook_codes: frozenset[int]) -> bool:
+    """Whether `error`, raised from the hook, is being handled here having come straight
+    up from the call it was raised at: each frame of its traceback, down to the hook's, is
+    the caller of the next, so none caught it and raised it again later (a finished
+    generator's frame no longer knows its caller: its consumer is taken on trust), and
+    none is a coroutine's (the event loop may have run other tasks while it was handled
+    there). Where it cannot tell (an exception thrown into a generator, as contextlib
+    does), the answer is no. What ran in an ``except`` or ``finally`` block on its way is
+    not seen (see README)."""
+    if sys.exc_info()[1] is not error:
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        here, below = tb.tb_frame, tb.tb_next.tb_frame
+        if here.f_code.co_flags & _ASYNC:
+            return False
+        if id(below.f_code) in hook_codes:
+            return True
+        generator = below.f_code.co_flags & inspect.CO_GENERATOR
+        if below.f_back is not here and not (below.f_back is None and generator):
+            return False
+        tb = tb.tb_next
+    return False
+
+
+_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
 def _describe(profile: object) -> str:
