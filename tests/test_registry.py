@@ -132,7 +132,8 @@ def test_public_names():
     assert registry.public_name(wp.zeros.__code__, "warp") == "wp.zeros"
     assert registry.public_name(wp.array.__init__.__code__, "warp") == "wp.array"
     assert registry.public_name(wp.array.contiguous.__code__, "warp") == "wp.array.contiguous"
-    assert registry.public_name(wp.array2d.__new__.__code__, "warp") == "wp.array2d"
+    if "__new__" in vars(wp.array2d):  # Python code of its own in recent Warp
+        assert registry.public_name(wp.array2d.__new__.__code__, "warp") == "wp.array2d"
     grad = vars(wp.array)["requires_grad"]
     assert registry.public_name(grad.fset.__code__, "warp") == "wp.array.requires_grad"
     assert registry.public_name(grad.fget.__code__, "warp") == "wp.array.requires_grad"
