@@ -32,7 +32,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from types import CodeType, FrameType
+from types import FrameType
 
 from .. import codecache
 from ..registry import Entry
@@ -47,8 +47,8 @@ class _Hook:
     """One thread's profile function and what it replaced."""
 
     __slots__ = (
-        "closing", "closing_code", "previous", "probed", "profile", "raised", "reenable",
-        "removals", "since", "unwinding", "users", "way_back",
+        "closing", "previous", "probed", "profile", "raised", "reenable", "removals",
+        "since", "unwinding", "users", "way_back",
     )  # fmt: skip
 
     def __init__(self, previous: object) -> None:
@@ -68,7 +68,6 @@ class _Hook:
         self.closing = False  # take the hook down at the next event (see _close)
         self.probed = False  # the hook saw `_probe` run (see attach)
         self.profile: Profile | None = None
-        self.closing_code: CodeType | None = None  # what `_close` makes `profile` run
 
 
 # The qualified names of the watched code objects: the hooks' first filter. One set for
@@ -211,10 +210,6 @@ class ProfileCore(ArmingCore):
             if event == "call" and frame.f_code.co_qualname in _watched_names:
                 on_call(frame)
 
-        def closing(frame: FrameType, event: str, arg: object) -> None:
-            on_call(frame)  # any event: it takes the hook down (see _close)
-
-        hook.closing_code = closing.__code__
         return profile
 
     def _make_on_call(self, hook: _Hook) -> Callable[[FrameType], None]:
@@ -264,7 +259,7 @@ class ProfileCore(ArmingCore):
                 id(code)
                 for code in (
                     self._make_profile(hook).__code__,
-                    hook.closing_code,
+                    _CLOSING,
                     self._make_on_call(hook).__code__,
                     self._dispatch.__code__,
                 )
@@ -326,7 +321,18 @@ def _close(hook: _Hook) -> None:
     `closing`. (A function's code can be set from any thread, and the next call runs the
     new one; a flag read at every event would cost every open hook at every event.)"""
     hook.closing = True
-    hook.profile.__code__ = hook.closing_code  # type: ignore[union-attr]
+    hook.profile.__code__ = _CLOSING  # type: ignore[union-attr]
+
+
+def _closing_profile(on_call: Callable[[FrameType], None]) -> Profile:
+    # Made only for its code, which `_close` gives an open hook: the same free variable.
+    def closing(frame: FrameType, event: str, arg: object) -> None:
+        on_call(frame)  # any event: it takes the hook down (see _close)
+
+    return closing
+
+
+_CLOSING = _closing_profile(lambda frame: None).__code__
 
 
 def _probe() -> None:
