@@ -69,8 +69,9 @@ def any_marked() -> bool:
 def marked() -> tuple[str, ...]:
     """The names of the marked hot paths, as reports show them: the qualified name of a
     marked function, ``module:qualname`` of one marked by name."""
-    by_name = (f"{module}:{qualname}" for qualname, modules in _names.items() for module in modules)
-    return tuple(dict.fromkeys([*(code.co_qualname for code in _codes.values()), *by_name]))
+    by_code = (code.co_qualname for code in _codes.values())
+    by_name = (_label(module, name) for name, modules in _names.items() for module in modules)
+    return tuple(dict.fromkeys([*by_code, *by_name]))
 
 
 def on_stack(frame: FrameType | None) -> bool:
@@ -79,10 +80,7 @@ def on_stack(frame: FrameType | None) -> bool:
     if not codes and not names:
         return False
     while frame is not None:
-        code = frame.f_code
-        if id(code) in codes:
-            return True
-        if names and code.co_qualname in names and _module_of(frame) in names[code.co_qualname]:
+        if id(frame.f_code) in codes or (names and _marked_by_name(frame)):
             return True
         frame = frame.f_back
     return False
@@ -93,11 +91,11 @@ def names_on_stack(frame: FrameType | None) -> set[str]:
     below it."""
     found = set()
     while frame is not None:
-        code = frame.f_code
-        if id(code) in _codes:
-            found.add(code.co_qualname)
-        if code.co_qualname in _names and _module_of(frame) in _names[code.co_qualname]:
-            found.add(f"{_module_of(frame)}:{code.co_qualname}")  # marked twice: both
+        if id(frame.f_code) in _codes:
+            found.add(frame.f_code.co_qualname)
+        by_name = _marked_by_name(frame)
+        if by_name is not None:
+            found.add(by_name)  # (a function marked both ways counts for both)
         frame = frame.f_back
     return found
 
@@ -106,14 +104,24 @@ def never_imported() -> dict[str, str]:
     """The hot paths marked by name whose module is not imported (yet), by name (as
     `marked` gives it) -> module."""
     return {
-        f"{module}:{qualname}": module
+        _label(module, qualname): module
         for qualname, modules in _names.items()
         for module in modules
         if module not in sys.modules
     }
 
 
-def _module_of(frame: FrameType) -> str | None:
-    # The globals' own __name__, read as a plain dict would (no code of the program runs).
-    name = dict.get(frame.f_globals, "__name__")
-    return name if type(name) is str else None
+def _marked_by_name(frame: FrameType) -> str | None:
+    """The name of the hot path `frame` runs as one marked by name (see `mark_name`), if it
+    does. Its module is the globals' own ``__name__``, read as a plain dict would (no code
+    of the program runs)."""
+    qualname = frame.f_code.co_qualname
+    modules = _names.get(qualname)
+    if modules is None:
+        return None
+    module = dict.get(frame.f_globals, "__name__")
+    return _label(module, qualname) if type(module) is str and module in modules else None
+
+
+def _label(module: str, qualname: str) -> str:
+    return f"{module}:{qualname}"

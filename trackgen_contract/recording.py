@@ -155,13 +155,18 @@ class Recording:
         self._tracer = Tracer(self.on_call)
         return self._tracer
 
-    def restart(self) -> None:
-        """Stop and start the tracer again (keeping why it was blind, if it was)."""
+    def stop(self) -> None:
+        """Stop the tracer, keeping why it was blind (if it was, in this run or before)."""
         tracer = self._tracer
-        if tracer is not None and tracer.active:
-            tracer.stop()
+        if tracer is not None:
+            tracer.stop()  # idempotent: also undoes a start cut short
             self.blind = self.blind or tracer.blind
-            tracer.start()
+
+    def restart(self) -> None:
+        """Stop and start the tracer again."""
+        if self._tracer is not None and self._tracer.active:
+            self.stop()
+            self._tracer.start()
 
     def on_call(self, call: WarpCall) -> None:
         """Count one watched call and record what the rules make of it."""

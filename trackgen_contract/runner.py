@@ -209,10 +209,11 @@ def functions_of_unimported(name: str) -> frozenset[str] | None:
         return None
     if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
         return None
+    path = spec.loader.get_filename(name)
     try:
-        with open(spec.loader.get_filename(name), "rb") as file:
+        with open(path, "rb") as file:
             source = importlib.util.decode_source(file.read())
-        code = compile(source, spec.loader.get_filename(name), "exec", dont_inherit=True)
+        code = compile(source, path, "exec", dont_inherit=True)
     except (OSError, SyntaxError, ValueError):
         return None
     return frozenset(_functions(code))

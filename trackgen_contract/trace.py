@@ -349,8 +349,7 @@ def _run(program: Program, recording: Recording) -> _Ending:
             return _Ending(None)  # --strict stopped an atexit handler, which Python ignores
         return ending
     finally:
-        tracer.stop()
-        recording.blind = recording.blind or tracer.blind
+        recording.stop()
         armed.__exit__(None, None, None)
 
 
