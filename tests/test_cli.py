@@ -845,6 +845,59 @@ def test_a_marked_hot_path_that_never_runs_is_not_a_pass(tmp_path):
     assert "hot path step: no Warp call that the checks look at" in err
 
 
+def _twin_modules(tmp_path):
+    """Two modules, each with a @hot_path ``Gen.step``: only ``ran_mod``'s runs."""
+    for name in ("ran_mod", "idle_mod"):
+        (tmp_path / f"{name}.py").write_text(
+            "import warp as wp\nimport trackgen_contract\n"
+            "class Gen:\n"
+            "    @trackgen_contract.hot_path\n"
+            "    def step(self, a):\n"
+            "        wp.copy(a, a, stream=None)\n"
+        )
+
+
+@pytest.mark.parametrize("how", ["marked", "named"])
+def test_hot_paths_of_one_name_in_two_modules_are_told_apart(tmp_path, how):
+    # The one that ran must not make the other, of the same qualified name, look checked.
+    _twin_modules(tmp_path)
+    source = PRELUDE + "import ran_mod, idle_mod\nran_mod.Gen().step(a)\n"
+    if how == "named":  # the second known by name, the first by its mark
+        source = source.replace("import ran_mod, idle_mod", "import ran_mod")
+        (tmp_path / "idle_mod.py").write_text(
+            "class Gen:\n    def step(self, a):\n        a.numpy()\n"
+        )
+    options = ["--hot", "idle_mod:Gen.step"] if how == "named" else []
+    path = program(tmp_path, source)
+    status, _, err = trace(*options, "--json", tmp_path / "r.json", path, cwd=tmp_path)
+    assert status == NOTHING_CHECKED, err
+    assert "checked inside hot paths: ran_mod:Gen.step, idle_mod:Gen.step" in err
+    assert "hot path idle_mod:Gen.step: no Warp call" in err
+    assert "hot path ran_mod:Gen.step:" not in err
+    assert load(tmp_path / "r.json")["scope"]["hot_paths"] == [
+        "ran_mod:Gen.step",
+        "idle_mod:Gen.step",
+    ]
+
+
+def test_hot_paths_of_one_name_in_two_modules_both_run(tmp_path):
+    _twin_modules(tmp_path)
+    source = PRELUDE + "import ran_mod, idle_mod\nran_mod.Gen().step(a)\nidle_mod.Gen().step(a)\n"
+    status, _, err = trace(program(tmp_path, source), cwd=tmp_path)
+    assert status == 0, err
+    assert "checked inside hot paths: ran_mod:Gen.step, idle_mod:Gen.step" in err
+
+
+def test_a_hot_path_of_a_name_no_other_shares_is_shown_by_its_name_alone(tmp_path):
+    source = (
+        PRELUDE
+        + "@trackgen_contract.hot_path\ndef step():\n    gen.launch_with_stream(a)\n\nstep()\n"
+    )
+    status, _, err = trace(program(tmp_path, source))
+    assert status == 0, err
+    assert "checked inside hot paths: step\n" in err
+
+
 def test_one_hot_path_that_ran_does_not_cover_one_that_did_not(tmp_path):
     source = (
         PRELUDE + "def ran():\n    gen.launch_with_stream(a)\n\ndef idle():\n    pass\n\nran()\n"

@@ -142,7 +142,7 @@ def _changes_under_way():
     with hot_path_guard(strict=False):  # the program's own guard: both judge every call
         _syncs()
     _hot()
-    hotpaths.mark_code(_hot.__code__)
+    hotpaths.mark_code(_hot.__code__, __name__)
     try:
         _hot()  # inside a hot path now
         _syncs()  # a site answered before: outside the hot path, judged in full again

@@ -11,26 +11,34 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 
-# id(code) -> code. Keyed by id: hashing a code object hashes its whole bytecode.
-_codes: dict[int, CodeType] = {}
+#: What marks a hot path, as tallies count it: id() of a marked code object, or the
+#: (module, qualified name) of a function marked by name.
+Key = int | tuple[str, str]
+
+# id(code) -> (code, the module of its function). Keyed by id: hashing a code object hashes
+# its whole bytecode. The module tells two marked functions of one qualified name apart.
+_codes: dict[int, tuple[CodeType, str]] = {}
 # qualified name -> the modules whose function of that name is a hot path (see mark_name)
 _names: dict[str, set[str]] = {}
 
 
 def function_code(fn: object) -> CodeType:
     """The code object of a function, method, staticmethod or classmethod (unwrapped)."""
-    target = getattr(fn, "__func__", fn)  # staticmethod, classmethod, bound method
-    target = inspect.unwrap(target) if callable(target) else target
-    code = getattr(target, "__code__", None)
+    code = getattr(_unwrapped(fn), "__code__", None)
     if not isinstance(code, CodeType):
         raise TypeError(f"hot_path expects a Python function or method, got {fn!r}")
     return code
+
+
+def _unwrapped(fn: object) -> object:
+    target = getattr(fn, "__func__", fn)  # staticmethod, classmethod, bound method
+    return inspect.unwrap(target) if callable(target) else target
 
 
 def hot_path(fn: F) -> F:
@@ -39,13 +47,21 @@ def hot_path(fn: F) -> F:
     The command line (``python -m trackgen_contract.trace``) checks calls made inside
     marked functions, nested calls included, when any hot path is marked.
     """
-    mark_code(function_code(fn))
+    mark_function(fn)
     return fn
 
 
-def mark_code(code: CodeType) -> None:
-    """Mark a code object as a hot path."""
-    _codes[id(code)] = code
+def mark_function(fn: object) -> None:
+    """Mark a function, method, staticmethod or classmethod as a hot path (see
+    `function_code`), known in reports by its module where its name is not enough."""
+    code = function_code(fn)
+    module = getattr(_unwrapped(fn), "__module__", None)
+    mark_code(code, module if type(module) is str else code.co_filename)
+
+
+def mark_code(code: CodeType, module: str) -> None:
+    """Mark a code object, of a function of `module`, as a hot path."""
+    _codes[id(code)] = (code, module)
 
 
 def mark_name(module: str, qualname: str) -> None:
@@ -57,7 +73,8 @@ def mark_name(module: str, qualname: str) -> None:
 
 def unmark_code(code: CodeType) -> None:
     """Forget a hot path marked with `mark_code` (tests and the command line use it)."""
-    if _codes.get(id(code)) is code:
+    known = _codes.get(id(code))
+    if known is not None and known[0] is code:
         del _codes[id(code)]
 
 
@@ -66,12 +83,31 @@ def any_marked() -> bool:
     return bool(_codes or _names)
 
 
-def marked() -> tuple[str, ...]:
-    """The names of the marked hot paths, as reports show them: the qualified name of a
-    marked function, ``module:qualname`` of one marked by name."""
-    by_code = (code.co_qualname for code in _codes.values())
-    by_name = (_label(module, name) for name, modules in _names.items() for module in modules)
-    return tuple(dict.fromkeys([*by_code, *by_name]))
+def marked() -> dict[str, tuple[Key, ...]]:
+    """The marked hot paths by the names reports show, each with what marks it (see
+    `keys_on_stack`): a function marked by code shows its qualified name, or
+    ``module:qualname`` where another marked hot path has that qualified name in another
+    module; one marked by name shows ``module:qualname``. Hot paths of one module and
+    qualified name (one function marked both ways, a module reloaded) share their name."""
+    modules_of: dict[str, set[str]] = {name: set(modules) for name, modules in _names.items()}
+    for code, module in _codes.values():
+        modules_of.setdefault(code.co_qualname, set()).add(module)
+    found: dict[str, tuple[Key, ...]] = {}
+    for key, (code, module) in _codes.items():
+        name = code.co_qualname
+        label = name if len(modules_of[name]) == 1 else _label(module, name)
+        found[label] = (*found.get(label, ()), key)
+    for name, modules in _names.items():
+        for module in sorted(modules):
+            label = _label(module, name)
+            found[label] = (*found.get(label, ()), (module, name))
+    return found
+
+
+def ran(keys: tuple[Key, ...], tally: Mapping[Key, int]) -> bool:
+    """Whether `tally` (calls counted by `keys_on_stack`) has a call made inside the hot
+    path that `keys` mark."""
+    return any(tally.get(key) for key in keys)
 
 
 def on_stack(frame: FrameType | None) -> bool:
@@ -86,13 +122,12 @@ def on_stack(frame: FrameType | None) -> bool:
     return False
 
 
-def names_on_stack(frame: FrameType | None) -> set[str]:
-    """The names (as `marked` gives them) of the hot paths whose frames are `frame` or
-    below it."""
-    found = set()
+def keys_on_stack(frame: FrameType | None) -> set[Key]:
+    """What marks the hot paths whose frames are `frame` or below it (see `Key`)."""
+    found: set[Key] = set()
     while frame is not None:
         if id(frame.f_code) in _codes:
-            found.add(frame.f_code.co_qualname)
+            found.add(id(frame.f_code))
         by_name = _marked_by_name(frame)
         if by_name is not None:
             found.add(by_name)  # (a function marked both ways counts for both)
@@ -111,16 +146,16 @@ def never_imported() -> dict[str, str]:
     }
 
 
-def _marked_by_name(frame: FrameType) -> str | None:
-    """The name of the hot path `frame` runs as one marked by name (see `mark_name`), if it
-    does. Its module is the globals' own ``__name__``, read as a plain dict would (no code
-    of the program runs)."""
+def _marked_by_name(frame: FrameType) -> tuple[str, str] | None:
+    """The (module, qualified name) that marks the hot path `frame` runs as one marked by
+    name (see `mark_name`), if it does. Its module is the globals' own ``__name__``, read
+    as a plain dict would (no code of the program runs)."""
     qualname = frame.f_code.co_qualname
     modules = _names.get(qualname)
     if modules is None:
         return None
     module = dict.get(frame.f_globals, "__name__")
-    return _label(module, qualname) if type(module) is str and module in modules else None
+    return (module, qualname) if type(module) is str and module in modules else None
 
 
 def _label(module: str, qualname: str) -> str:

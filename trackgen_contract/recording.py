@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from . import hotpaths, sanction
@@ -138,8 +138,8 @@ class Recording:
     pragma_errors: dict[str, PragmaError] = field(default_factory=dict)
     #: Watched calls one of the checks looks at (see `rules.covers`).
     checked: int = 0
-    # qualified name of a hot path -> watched calls made inside it that a check looks at
-    hot_calls: Counter[str] = field(default_factory=Counter)
+    # what marks a hot path -> watched calls made inside it that a check looks at
+    hot_calls: Counter[hotpaths.Key] = field(default_factory=Counter)
     #: The violation ``--strict`` raised to stop the program, if it did.
     stopped_by: HotPathViolation | None = None
     #: Why the tracer missed calls (its hook replaced by the program), or None.
@@ -178,7 +178,7 @@ class Recording:
         if hot:
             count.in_hot_paths += 1
             if covered:
-                self.hot_calls.update(hotpaths.names_on_stack(sys._getframe()))
+                self.hot_calls.update(hotpaths.keys_on_stack(sys._getframe()))
         findings, known = self.verdicts.judge(call)
         tallies = [self._record(finding, hot, count) for finding in findings]
         if known is not None and not self.strict and call.direct:
@@ -215,7 +215,7 @@ class Recording:
         return self.found, (violation, hot)
 
     def _stop_if_strict(self, violation: Violation, hot: bool) -> None:
-        if self.strict and (hot or not hotpaths.marked()) and not self.tolerated(violation):
+        if self.strict and (hot or not hotpaths.any_marked()) and not self.tolerated(violation):
             self.stopped_by = HotPathViolation(breach_message(violation))
             raise self.stopped_by
 
@@ -250,7 +250,7 @@ class Scoped:
     """A recording seen through its scope: inside the hot paths, or the whole run."""
 
     recording: Recording
-    hot_paths: tuple[str, ...]  # empty: the whole run is checked
+    hot_paths: Mapping[str, tuple[hotpaths.Key, ...]]  # as hotpaths.marked(); empty: the whole run
 
     def _counted(self, counter: Counter) -> Counter:
         whole = not self.hot_paths
@@ -320,8 +320,8 @@ class Scoped:
                 "rules, --modules"
             )
             + ")"
-            for name in self.hot_paths
-            if not self.recording.hot_calls[name]
+            for name, keys in self.hot_paths.items()
+            if not hotpaths.ran(keys, self.recording.hot_calls)
         ]
 
     def pragma_uses(self) -> set[tuple[str, int, str]]:

@@ -232,11 +232,11 @@ def _allow_key(text: str, program: Program) -> Key:
     return api.removesuffix("()"), module, function
 
 
-def _hot_path(target: str, program: Program) -> CodeType | tuple[str, str]:
-    """The code of a ``--hot`` function; or, for a function defined in a module the
-    program has not imported yet, its module and qualified name, to be known by when it
-    runs (importing the module here would run its code ahead of the program's, before the
-    program set up its path, say)."""
+def _hot_path(target: str, program: Program) -> tuple[str, str, CodeType | None]:
+    """The module and qualified name of a ``--hot`` function, with its code; or, for a
+    function defined in a module the program has not imported yet, without (it is known
+    by its module and name when it runs: importing the module here would run its code
+    ahead of the program's, before the program set up its path, say)."""
     module, _, qualname = target.partition(":")
     if not module or not qualname:
         raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
@@ -244,11 +244,11 @@ def _hot_path(target: str, program: Program) -> CodeType | tuple[str, str]:
         code = program.functions().get(qualname)
         if code is None:
             raise UsageError(f"--hot {target}: the program defines no function {qualname!r}")
-        return code
+        return "__main__", qualname, code
     if module not in sys.modules:
         defined = functions_of_unimported(module)
         if defined is None or qualname in defined:
-            return module, qualname
+            return module, qualname, None
         # Not a def of its own (a name it imports, an alias, an inherited method): only
         # importing it tells what the name is bound to.
     try:
@@ -261,7 +261,7 @@ def _hot_path(target: str, program: Program) -> CodeType | tuple[str, str]:
         except AttributeError:
             raise UsageError(f"--hot {target}: {module!r} has no {qualname!r}") from None
     try:
-        return hotpaths.function_code(obj)
+        return module, qualname, hotpaths.function_code(obj)
     except TypeError:
         raise UsageError(f"--hot {target}: {qualname!r} is not a function") from None
 
@@ -274,7 +274,7 @@ class _Setup:
     policy: Policy
     options: argparse.Namespace
     baseline: baselines.Baseline | None
-    hot: tuple[CodeType | tuple[str, str], ...]  # see _hot_path
+    hot: tuple[tuple[str, str, CodeType | None], ...]  # see _hot_path
 
 
 def _setup(argv: list[str]) -> _Setup:
@@ -426,11 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     except SyntaxError as exc:  # the program does not compile: as Python reports it
         traceback.print_exception(type(exc), exc, None, file=sys.stderr)
         return 1
-    for hot in setup.hot:
-        if isinstance(hot, CodeType):
-            hotpaths.mark_code(hot)
+    for module, qualname, code in setup.hot:
+        if code is None:
+            hotpaths.mark_name(module, qualname)
         else:
-            hotpaths.mark_name(*hot)
+            hotpaths.mark_code(code, module)
     recording = Recording(setup.policy, strict=setup.options.strict)
     if setup.baseline is not None:
         known = setup.baseline
