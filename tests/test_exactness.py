@@ -1762,6 +1762,85 @@ def test_a_clean_call_beside_another_threads_guard_counts_only_where_watched(arr
     assert host_sync_only.calls == 0
 
 
+def _stream_only_counts(modules, arr, learnt_before):
+    """guard.calls of a stream-only guard narrowed to `modules` over 4 clean launches from
+    this module and 2 arrays made (whose memsets are Warp's own), with the sites found
+    clean by another guard before it, or first seen by it."""
+    with keep_armed():
+        if learnt_before:
+            with hot_path_guard(strict=False):
+                for _ in range(2):
+                    _clean_launch(arr)
+                    wp.empty(4, dtype=float, device="cpu").zero_()
+                    wp.zeros(4, dtype=float, device="cpu")
+        with stream_explicit(modules, strict=False) as guard:
+            for _ in range(4):
+                _clean_launch(arr)
+            for _ in range(2):
+                wp.zeros(4, dtype=float, device="cpu")
+        assert guard.ok, guard.report()
+        return guard.calls
+
+
+@pytest.mark.parametrize("learnt_before", [False, True])
+def test_a_guard_counts_only_the_calls_its_modules_cover(arr, learnt_before):
+    # BUG: guard.calls counted every watched call its tracer saw, so a stream-only guard
+    # (or pytest marker) narrowed to a mistyped module "checked" the launches made outside
+    # it, and the memsets Warp makes filling a new array.
+    assert _stream_only_counts("no_such_module", arr, learnt_before) == 0
+    assert _stream_only_counts(__name__, arr, learnt_before) == 4
+    assert _stream_only_counts(None, arr, learnt_before) == 4
+
+
+@pytest.mark.parametrize("learnt_before", [False, True])
+def test_a_memset_warp_makes_is_no_checked_call(arr, learnt_before):
+    with keep_armed():
+        if learnt_before:
+            with hot_path_guard(strict=False):
+                for _ in range(2):
+                    wp.zeros(4, dtype=float, device="cpu")
+        with stream_explicit(strict=False) as guard:
+            for _ in range(3):
+                wp.zeros(4, dtype=float, device="cpu")
+    assert guard.ok and guard.calls == 0
+
+
+def test_guards_narrowed_to_other_modules_count_apart(arr):
+    with keep_armed():
+        with (
+            stream_explicit("no_such_module", strict=False) as elsewhere,
+            stream_explicit(__name__, strict=False) as here,
+            hot_path_guard(strict=False) as everything,
+        ):
+            for _ in range(5):
+                _clean_launch(arr)
+    assert (elsewhere.calls, here.calls, everything.calls) == (0, 5, 5)
+
+
+@pytest.mark.parametrize(
+    ("answer", "counted", "given"), [(True, 3, 0), (False, 0, 0), (None, 0, 3), ("raise", 0, 3)]
+)
+def test_a_tracers_counts_says_which_skipped_calls_count(arr, answer, counted, given):
+    # True or False: the calls at a clean site are skipped, counted or not; None (cannot
+    # tell) or a failure: they go to on_call, judged in full.
+    asked, seen = [], []
+
+    def counts(op, module):
+        asked.append((op, module))
+        if answer == "raise":
+            raise KeyError(op)
+        return answer
+
+    with keep_armed():
+        with hot_path_guard(strict=False):
+            _clean_launch(arr)  # finds the site clean
+        with Tracer(seen.append, every_call=False, counts=counts) as tracer:
+            for _ in range(3):
+                _clean_launch(arr)
+    assert (tracer.clean_calls, len(seen)) == (counted, given)
+    assert asked == [("launch", __name__)]  # once, not per call
+
+
 def test_warps_own_clean_site_run_under_main_is_judged_as_the_users(arr):
     # BUG: a call site in Warp's code found clean (the memset wp.zeros makes, the
     # ScopedStream and __array_interface__ read of array.numpy) was answered clean for the

@@ -21,6 +21,8 @@ from .rules import (
     SiteVerdicts,
     Violation,
     clean_under_every_policy,
+    covers,
+    covers_clean,
     make_policy,
 )
 from .tracer import CallRefused, Tracer, WarpCall
@@ -199,7 +201,12 @@ class HotPathGuard:
         self.blind = None
         self._judged = 0
         self._verdicts = SiteVerdicts(self._policy)  # the sites of this block
-        self._tracer = Tracer(self._on_call, entries=self._policy.entries, every_call=False)
+        self._tracer = Tracer(
+            self._on_call,
+            entries=self._policy.entries,
+            every_call=False,
+            counts=partial(covers_clean, self._policy),
+        )
         self._tracer.start()  # raises before anything is armed when no tracer can run
         if "host_sync" in self.checks:
             self._hidden_env = _debug_sync.hide()
@@ -232,7 +239,7 @@ class HotPathGuard:
         return self._judged + (tracer.clean_calls if tracer is not None else self._clean)
 
     def _on_call(self, call: WarpCall) -> None:
-        self._judged += 1
+        self._judged += covers(call, self._policy)
         # A clean site is handed to the core, which then skips it; a repeat call at a site
         # whose findings follow from the site alone is judged as the first one was, and
         # the tracer answers the next ones there without a WarpCall.

@@ -181,8 +181,9 @@ def _fail_on(item: pytest.Item, guard: HotPathGuard) -> None:
         raise HotPathViolation(text)
     if not guard.calls:
         pytest.fail(
-            "nothing was checked: the test's call phase made no watched Warp call under "
-            "@pytest.mark.hot_path (guard the part that calls Warp, or drop the marker)",
+            "nothing was checked: the test's call phase made no watched Warp call that the "
+            "checks of its @pytest.mark.hot_path look at (for the stream rules, see its "
+            "modules=; guard the part that calls Warp, or drop the marker)",
             pytrace=False,
         )
 

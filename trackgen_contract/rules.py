@@ -541,6 +541,20 @@ def covers(call: WarpCall, policy: Policy) -> bool:
     return _in_modules(where.module, policy.modules)
 
 
+def covers_clean(policy: Policy, op: str, module: str | None) -> bool | None:
+    """`covers`, for the calls at a clean call site (see `clean_under_every_policy`) of
+    the kind of operation `op`, made directly from `module` (a direct call's site is its
+    caller), or by Warp's own code (None). None where that cannot tell: the stream rules
+    narrowed to modules, for a launch or copy Warp's code makes for a caller further up."""
+    # Asked in the core's callback: C calls, no comprehension (a frame on 3.11).
+    if module is None and op in (MEMSET, SCOPED_STREAM):
+        return False
+    categories = tuple(filter(policy.checks.__contains__, _OP_CATEGORIES[op]))
+    if categories != ("stream",) or policy.modules is None:
+        return bool(categories)
+    return None if module is None else _in_modules(module, policy.modules)
+
+
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:
     """Every finding of the policy's checks on one call, in category order.
 

@@ -202,6 +202,11 @@ class Tracer:
     `entries` narrows what is watched (every registry entry by default). With
     ``every_call=False`` the core may skip the calls at sites already found clean (see
     `fastpath`): guards use it; a tracer that counts or records calls keeps the default.
+    `counts` then says which of the skipped calls `clean_calls` counts:
+    ``counts(op, module)`` by their kind of operation and their caller's module (None for
+    a call Warp's own code makes), asked once per pair in the core's callback; True or
+    False, or None where it cannot tell (those calls then go to ``on_call``, as they do
+    if it raises); every one when `counts` is None.
     """
 
     def __init__(
@@ -210,6 +215,7 @@ class Tracer:
         *,
         entries: Iterable[Entry] | None = None,
         every_call: bool = True,
+        counts: Callable[[str, str | None], bool] | None = None,
     ) -> None:
         if not callable(on_call):
             raise TypeError(f"Tracer(on_call): on_call must be callable, got {on_call!r}")
@@ -217,7 +223,9 @@ class Tracer:
         self.entries = _lists.shared(entries)
         self.ops = _lists.ops[id(self.entries)]
         self.every_call = every_call
-        #: Calls at clean sites answered without ``on_call`` (``every_call=False`` only).
+        self.counts = counts
+        #: Calls at clean sites answered without ``on_call`` that `counts` takes
+        #: (``every_call=False`` only).
         self.clean_calls = 0
         #: Why the tracer may have missed calls, found when it stopped (its hook replaced
         #: or removed by another tool), or None.

@@ -17,7 +17,8 @@ under the very globals it was found with (`learn_site`).
 Only tracers that ask for every call (a plain `Tracer`, the command line) keep the full
 path: the callback skips a clean call only when every running tracer of the thread that
 watches its kind of operation lets clean calls pass (made with ``every_call=False``), and
-counts it for those tracers alone, as the full path would have reported it to them alone.
+counts it for those tracers alone whose ``counts`` takes calls of its kind from its
+caller's module (a guard: those its checks look at), asked once per kind and module.
 
 A breach whose findings follow from its call site alone (see `rules.SiteVerdicts`) is
 judged at its first two calls; a guard (or the command line's recording) then lets its
@@ -52,17 +53,43 @@ _type_flags = type.__dict__["__flags__"].__get__
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose namespace can still change
 
 
-class Clean:
-    """A remembered clean call site: its caller's and callee's code, the callee's kind of
-    operation and the check."""
+class Counted:
+    """What the calls at a remembered clean site count as, for a tracer's ``counts``
+    (asked once per these, not per call): their kind of operation, and their caller's
+    module (None where Warp's own code makes them). One object per pair (see
+    `counted_as`): answers are looked up by identity."""
 
-    __slots__ = ("callee", "caller", "check", "op")
+    __slots__ = ("module", "op")
+
+    def __init__(self, op: str, module: str | None) -> None:
+        self.op = op
+        self.module = module
+
+
+_counted: dict[tuple[str, str | None], Counted] = {}
+
+
+def counted_as(op: str, module: str | None) -> Counted:
+    """The one `Counted` of `op` and `module`."""
+    found = _counted.get((op, module))
+    if found is None:
+        found = _counted[op, module] = Counted(op, module)
+    return found
+
+
+class Clean:
+    """A remembered clean call site: its caller's and callee's code, what its calls count
+    as, and the check."""
+
+    __slots__ = ("callee", "caller", "check", "counted")
     others: Mapping[int, Clean] = MappingProxyType({})  # see _Several
 
-    def __init__(self, caller: CodeType, callee: Entry, check: Check | None) -> None:
+    def __init__(
+        self, caller: CodeType, callee: Entry, check: Check | None, counted: Counted
+    ) -> None:
         self.caller = caller
         self.callee = callee.code
-        self.op = callee.op
+        self.counted = counted
         self.check = check
 
 
@@ -117,43 +144,90 @@ class Repeat:
 repeats: dict[int, dict[int, Repeat]] = {}
 
 
-class _Quiet:
-    """The last answer of `quiet`: for which tracers, in which thread; and, for each kind
-    of operation, the one tracer of that thread watching it (None: several)."""
+class Quiet:
+    """For the tracers of one thread among one context's tuple of running tracers: the
+    tracers of that thread, the answers of `counting` asked so far, and, for each kind of
+    operation, the one of them watching it (None: several). Made whole by `quiet` before
+    it is published, and replaced, not changed, but for `mine`, which only grows: another
+    thread reads one consistent answer. (Slots, not a named tuple: the callback reads
+    three of its fields at every clean launch, and a slot is read faster.)"""
 
-    tracers: tuple | None = None
-    thread = 0
-    mine: dict[str, tuple | None] = {}
-    alone: dict[str, object] = {}
+    __slots__ = ("alone", "mine", "own", "thread", "tracers")
+
+    def __init__(self, tracers: tuple | None, thread: int, own: tuple, alone: dict) -> None:
+        # (`quiet` sets these fields itself, without calling this: see there.)
+        self.tracers, self.thread, self.own, self.alone = tracers, thread, own, alone
+        self.mine: dict[Counted, tuple | None] = {}
 
 
-last = _Quiet()
+_NOBODY = Quiet(None, 0, (), {})  # the answer for no tracers: matches no tuple
 
 
-def quiet(tracers: tuple, thread: int) -> dict[str, tuple | None]:
-    """For each kind of operation the tracers of `thread` among `tracers` watch: those
-    tracers, if none of them asks for every call (a clean call may then skip them all),
-    else None. A kind no tracer of `thread` watches is absent: its calls concern none of
-    them. Remembered for the last tuple: a context's tuple is replaced, not changed, when a
-    tracer starts or stops there."""
-    if tracers is last.tracers and thread == last.thread:
-        return last.mine
-    own = [t for t in tracers if t._thread == thread]
-    answer: dict[str, tuple | None] = {}
-    alone: dict[str, object] = {}
-    for op in {op for t in own for op in t.ops}:
-        watching = tuple(t for t in own if op in t.ops)
-        answer[op] = None if any(t.every_call for t in watching) else watching
-        alone[op] = watching[0] if len(watching) == 1 else None
-    last.tracers, last.thread, last.mine, last.alone = tracers, thread, answer, alone
+class _Last:
+    """The last answer of `quiet`."""
+
+    now = _NOBODY
+
+
+last = _Last()
+
+# The functions from here to `answered` run in the core's callback, maybe a few frames
+# short of the recursion limit: loops and C calls, no comprehension (a frame of its own
+# on 3.11), no frame more than one deep.
+
+
+def quiet(tracers: tuple, thread: int) -> Quiet:
+    """The answer for the tracers of `thread` among `tracers`. Remembered for the last
+    tuple: a context's tuple is replaced, not changed, when a tracer starts or stops
+    there."""
+    now = last.now
+    if tracers is now.tracers and thread == now.thread:
+        return now
+    own, alone = [], {}
+    for tracer in tracers:
+        if tracer._thread == thread:
+            own.append(tracer)
+            for op in tracer.ops:
+                alone[op] = None if op in alone else tracer
+    now = object.__new__(Quiet)  # and its fields set here, as __init__ would: no frame more
+    now.tracers, now.thread, now.own, now.mine, now.alone = tracers, thread, tuple(own), {}, alone
+    last.now = now
+    return now
+
+
+def counting(now: Quiet, counted: Counted) -> tuple | None:
+    """For the calls at a clean site that count as `counted`, under `now`: None where a
+    tracer watching them asks for every call, or cannot tell whether it counts them (they
+    take the full path); else the tracers that count them (those whose ``counts`` takes
+    them), to skip all of them. Calls that no tracer of the thread watches concern none
+    of them: ``()``."""
+    mine = now.mine
+    if counted in mine:
+        return mine[counted]
+    counting_it, full = [], False
+    try:
+        for tracer in now.own:
+            if counted.op not in tracer.ops:
+                continue
+            counts = tracer.counts
+            takes = True if counts is None else counts(counted.op, counted.module)
+            full = full or tracer.every_call or takes is None
+            if takes:
+                counting_it.append(tracer)
+    except RecursionError:  # no room so deep: judged in full (which is given room)
+        return None
+    except Exception:  # a `counts` that fails: its tracer's on_call is given the calls
+        full = True
+    answer = None if full else tuple(counting_it)
+    mine[counted] = answer
     return answer
 
 
 def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread: int) -> bool:
     """Whether a call of `callee` from `caller` is at a remembered clean site, and every
-    running tracer of `thread` that watches it lets it pass: then it is counted for them
-    and needs nothing more. (The sys.monitoring callback makes the same test inline: a
-    call less per launch.)"""
+    running tracer of `thread` that watches it lets it pass: then it is counted for those
+    that count it and needs nothing more. (The sys.monitoring callback makes the same test
+    inline: a call less per launch.)"""
     clean = caller and table.get(caller.f_lasti)
     if clean is not None and clean.caller is not caller.f_code:  # type: ignore[union-attr]
         clean = clean.others.get(id(caller.f_code))  # type: ignore[union-attr]
@@ -163,7 +237,7 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
         or (clean.check is not None and not clean.check(caller))  # type: ignore[arg-type]
     ):
         return False
-    watching = quiet(tracers, thread).get(clean.op, ())
+    watching = counting(quiet(tracers, thread), clean.counted)  # type: ignore[union-attr]
     if watching is None:
         return False
     for tracer in watching:
@@ -186,9 +260,7 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         or dict.get(known.globals, "__name__") is not known.name
     ):
         return False
-    if tracers is not last.tracers or thread != last.thread:  # else quiet() is up to date
-        quiet(tracers, thread)
-    if last.alone.get(known.op) is not known.tracer:
+    if quiet(tracers, thread).alone.get(known.op) is not known.tracer:
         return False
     if known.check is not None and not known.check(caller):  # as on the clean path
         return False
@@ -231,7 +303,11 @@ def learn(caller: FrameType, callee: Entry, stream: str) -> None:
     check = _check_for(site, callee.code, caller, by_keyword)
     if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
         return  # a check that the call it is learnt from fails vouches for other calls
-    _remember(caller, callee, check)  # type: ignore[arg-type]
+    # The module its calls count for, as the call's Site names it. (The same code run
+    # under other globals, by types.FunctionType(code, other), would count as this one.)
+    module = dict.get(caller.f_globals, "__name__")
+    module = module if type(module) is str else "<unknown>"
+    _remember(caller, callee, check, counted_as(callee.op, module))  # type: ignore[arg-type]
 
 
 def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
@@ -260,13 +336,14 @@ def learn_site(caller: FrameType, callee: Entry) -> None:
         caller,
         callee,
         lambda frame: frame.f_globals is globals_ and dict.get(globals_, "__name__") is name,
+        counted_as(callee.op, None),
     )
 
 
-def _remember(caller: FrameType, callee: Entry, check: Check | None) -> None:
+def _remember(caller: FrameType, callee: Entry, check: Check | None, counted: Counted) -> None:
     if _size[0] >= _LIMIT:
         forget()
-    clean, lasti = Clean(caller.f_code, callee, check), caller.f_lasti
+    clean, lasti = Clean(caller.f_code, callee, check, counted), caller.f_lasti
     there = table.get(lasti)
     if there is None or there.caller is clean.caller:
         if there is None:
@@ -297,8 +374,8 @@ def let_go(tracer: object) -> None:
     _drop_repeats(tracer)
     # The answer's tracers are among the tuple it answers for. By identity: no __eq__ of a
     # Tracer subclass runs.
-    if any(t is tracer for t in last.tracers or ()):
-        last.tracers, last.mine, last.alone = None, {}, {}
+    if any(t is tracer for t in last.now.tracers or ()):
+        last.now = _NOBODY
 
 
 def forget() -> None:
@@ -306,8 +383,9 @@ def forget() -> None:
     table.clear()
     statics.clear()
     repeats.clear()
+    _counted.clear()
     _size[0] = 0
-    last.tracers, last.mine, last.alone = None, {}, {}  # it holds tracers, so guards' records
+    last.now = _NOBODY  # it holds tracers, so guards' records
 
 
 def module_key(globals_: dict) -> object:

@@ -139,7 +139,7 @@ class SysMonitoringCore(ArmingCore):
         # WarpCall is made.
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
         entries, clean_at, ident = installed().by_id, fastpath.table.get, threading.get_ident
-        quiet, last = fastpath.quiet, fastpath.last
+        quiet, last, counting = fastpath.quiet, fastpath.last, fastpath.counting
         repeats, answer_repeat = fastpath.repeats, fastpath.answer_repeat
 
         def on_start(code: CodeType, offset: int) -> None:
@@ -159,11 +159,12 @@ class SysMonitoringCore(ArmingCore):
                 and clean.callee is code
                 and (clean.check is None or clean.check(caller))
             ):
-                me = ident()
-                mine = last.mine
-                if tracers is not last.tracers or me != last.thread:
-                    mine = quiet(tracers, me)
-                watching = mine.get(clean.op, ())
+                me, now = ident(), last.now
+                if tracers is not now.tracers or me != now.thread:
+                    now = quiet(tracers, me)
+                watching = now.mine.get(clean.counted)
+                if watching is None:  # not asked yet, or the full path
+                    watching = counting(now, clean.counted)
                 if watching is not None:
                     for tracer in watching:
                         tracer.clean_calls += 1
