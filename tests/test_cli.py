@@ -393,6 +393,29 @@ threading.Thread(target=late).start()
     assert "wp.synchronize()  at_exit  again.py:" in err
 
 
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_a_warp_function_the_program_registers_at_exit_has_no_site_of_the_command_line(
+    tmp_path, how
+):
+    # BUG: registered with atexit itself, wp.synchronize was reported at the command
+    # line's own frame (its trace.py runs as __main__), as if that were the program's line.
+    source = PRELUDE + (
+        "import atexit\n"
+        "def read():\n"
+        "    a.numpy()\n"
+        "atexit.register(wp.synchronize)\n"
+        "atexit.register(read)\n"
+    )
+    path = program(tmp_path, source, name="exiting.py")
+    target = ["-m", "exiting"] if how == "module" else [path]
+    status, _, err = trace("--json", tmp_path / "r.json", *target, cwd=tmp_path)
+    assert status == BREACHES, err
+    sites = {b["api"]: b["site"] for b in load(tmp_path / "r.json")["breaches"]}
+    assert sites["wp.synchronize()"]["function"] == "<unknown>"
+    assert sites["wp.array.numpy()"]["function"] == "read"  # its own function: its line
+    assert "trace.py" not in err and "_wind_down" not in err
+
+
 def test_the_programs_threads_end_as_at_pythons_exit(tmp_path):
     # BUG (of the first cut of waiting for threads): an executor left open hung (its
     # shutdown callback was not run), a worker waiting for the main thread to end hung,

@@ -58,6 +58,15 @@ def in_warp(frame: FrameType) -> bool:
     return origin[0] and dict.get(frame.f_globals, "__name__") != "__main__"
 
 
+def is_launcher(frame: FrameType) -> bool:
+    """True when `frame` runs this package's code as ``__main__``: the command line
+    (``python -m trackgen_contract.trace``), below every frame of the program it runs. A
+    Warp function it calls for the program (registered with ``atexit`` itself) has no
+    caller of the program's, as under plain Python."""
+    in_warp, internal = _origin.get_or_make(frame.f_code, _classify)
+    return internal and not in_warp and dict.get(frame.f_globals, "__name__") == "__main__"
+
+
 def is_internal(frame: FrameType) -> bool:
     """True when `frame` runs Warp's library code or this package's (never the user's
     program, whatever its path)."""

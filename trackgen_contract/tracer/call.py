@@ -9,7 +9,7 @@ from types import CodeType, FrameType
 
 from .. import callsite, diagnostics, hotpaths
 from ..registry import Entry, installed
-from ..sites import Site, in_warp, is_internal
+from ..sites import Site, in_warp, is_internal, is_launcher
 from . import fastpath
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
@@ -314,7 +314,7 @@ class WarpCall:
         # One pass from the caller down to the first frame of the user's: the watched calls
         # passed on the way, the outermost Warp function, and the user's frame.
         if self.direct:
-            return Site.of(frame.f_back), self.entry.api, ()
+            return _program_site(frame.f_back), self.entry.api, ()
         registry = installed()
         within: list[str] = []
         outermost = None
@@ -336,7 +336,7 @@ class WarpCall:
             module = dict.get(outermost.f_globals, "__name__", "")
             module = module if type(module) is str else ""
             via = entry.api if entry else registry.public_name(code, module)
-        return Site.of(current), via, tuple(reversed(within))
+        return _program_site(current), via, tuple(reversed(within))
 
     def __repr__(self) -> str:
         state = "live" if self._frame is not None else "done"
@@ -352,6 +352,12 @@ def _not_read(name: str) -> RuntimeError:
         f"WarpCall.{name} was not read while the call was live, and the call was not kept "
         "by on_call; read it inside on_call, or keep the call"
     )
+
+
+def _program_site(frame: FrameType | None) -> Site:
+    """The site of the user's frame `frame`; the placeholder where the command line's own
+    frame stands for it (the program's frames are all above that one)."""
+    return Site.of(None if frame is None or is_launcher(frame) else frame)
 
 
 def _safe_site(frame: FrameType | None) -> Site:
