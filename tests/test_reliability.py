@@ -457,6 +457,14 @@ def _nest(depth, fn):
     return _nest(depth - 1, fn)
 
 
+def _depth():
+    """How many frames the caller's stack holds."""
+    frame, count = sys._getframe(1), 0
+    while frame is not None:
+        frame, count = frame.f_back, count + 1
+    return count
+
+
 def _deepest_working(fn):
     """The deepest nesting at which `fn()` still works unguarded."""
     fn()
@@ -504,6 +512,38 @@ def test_a_call_that_works_near_the_recursion_limit_works_guarded(arr):
         with hot_path_guard(allocation=False):
             _nest(depth, work)  # refused: the refusal itself needs no headroom either
     assert sys.getrecursionlimit() == limit
+
+
+def test_a_call_one_frame_short_of_the_deepest_works_guarded(arr):
+    # BUG: dispatch raised the limit through a method call, and picked its tracers with a
+    # comprehension (a frame on 3.11): one frame more than there was room for, so a copy
+    # that works unguarded raised RecursionError under a guard one frame short of the
+    # deepest nesting. Only the very deepest is a known limit (README).
+    other = wp.zeros(8, dtype=float, device="cpu")
+
+    def copy_at(depth):  # the copy made at `depth` frames from the stack's bottom
+        return copy_at(depth) if _depth() < depth else wp.copy(arr, other, stream=None)
+
+    limit = sys.getrecursionlimit()
+    base = _depth()
+    working = []
+    try:
+        sys.setrecursionlimit(base + 100)
+        for depth in range(base + 60, base + 101):
+            try:
+                copy_at(depth)
+                copy_at(depth)
+            except Exception:  # RecursionError, or Warp's ctypes wrapping one
+                continue  # too deep even unguarded
+            working.append(depth)
+        assert len(working) > 5
+        for depth in working[:-1]:
+            with hot_path_guard(strict=False) as guard:
+                copy_at(depth)
+                copy_at(depth)
+            assert guard.ok and guard.calls == 2, depth
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 # --- 3.11: a profile hook taken away makes the guard blind --------------------------------

@@ -31,7 +31,7 @@ from typing import Protocol
 from ..registry import Entry, installed
 from . import critical, fastpath
 from .call import WarpCall
-from .headroom import headroom
+from .headroom import ROOM, headroom
 
 __all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall", "keep_armed"]
 
@@ -91,18 +91,26 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     then raised at the call, before the callee runs (that is how a strict guard refuses a
     call). A `WarpCall` that an ``on_call`` kept is read in full before the frames move on.
     """
-    thread = threading.get_ident()
-    live = [t for t in tracers if t._thread == thread and entry.op in t.ops]
-    if not live:
-        return
     # Judging runs a few frames above the user's call: near the recursion limit it gets
-    # the room it needs (see headroom), so a call that works unguarded works guarded.
+    # the room it needs (see headroom), so a call that works unguarded works guarded. Up
+    # to the limit raised, no Python call (no comprehension either: a frame on 3.11).
     # Counted in right after the limit is raised, with no call in between that a signal
     # could cut, and out first thing; a limit left raised is put back by a later settle.
+    thread = threading.get_ident()
+    live = []
+    for tracer in tracers:
+        if tracer._thread == thread and entry.op in tracer.ops:
+            live.append(tracer)
+    if not live:
+        return
     __tracebackhide__ = True  # read by pytest
     counted = collecting = False
     try:
-        headroom.widen()
+        if headroom.users == 0:
+            limit = sys.getrecursionlimit()
+            if limit != headroom.saved + ROOM:  # else: raised still, not yet put back
+                headroom.saved = limit
+                sys.setrecursionlimit(limit + ROOM)
         headroom.users += 1
         counted = True
         collecting = gc.isenabled()

@@ -10,35 +10,29 @@ from __future__ import annotations
 
 import sys
 
-_HEADROOM = 200  # frames: far more than judging one call takes
+ROOM = 200  # frames: far more than judging one call takes
 
 
 class _Headroom:
     """The recursion limit, raised while any call is judged (in any thread).
 
-    The caller counts itself in (``users += 1``) after `widen` and out (``users -= 1``)
-    before `settle`, with no call in between: with the GIL that is one step for other
-    threads and for signals alike. Everything else may be cut anywhere: a limit raised
-    and not yet counted is recognised (it equals saved + headroom) and never saved as the
-    user's own; one not yet put back is put back by the next `settle` in a shallow stack.
+    `dispatch` raises it, unless it is raised already, inline: a method called for it
+    would need a frame, and near the limit there is none. It then counts itself in
+    (``users += 1``), and out (``users -= 1``) before `settle`, with no call in between:
+    with the GIL that is one step for other threads and for signals alike. Everything else
+    may be cut anywhere: a limit raised and not yet counted is recognised (it equals saved
+    + ROOM) and never saved as the user's own; one not yet put back is put back by the
+    next `settle` in a shallow stack.
     """
 
     def __init__(self) -> None:
         self.users = 0
         self.saved = 0
 
-    def widen(self) -> None:
-        """Raise the limit, unless it is raised already."""
-        if self.users == 0:
-            current = sys.getrecursionlimit()
-            if current != self.saved + _HEADROOM:  # else: raised still, not yet put back
-                self.saved = current
-                sys.setrecursionlimit(current + _HEADROOM)
-
     def settle(self) -> None:
         """Put the user's limit back once nobody is judging (where the stack is too deep
         for it still, a later call does it)."""
-        if self.users == 0 and sys.getrecursionlimit() == self.saved + _HEADROOM:
+        if self.users == 0 and sys.getrecursionlimit() == self.saved + ROOM:
             try:  # noqa: SIM105 (contextlib.suppress costs more, at every judged call)
                 sys.setrecursionlimit(self.saved)
             except RecursionError:
