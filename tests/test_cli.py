@@ -852,6 +852,7 @@ def test_a_function_marked_and_named_with_hot_counts_for_both(tmp_path):
     path = program(tmp_path, "import gen2\ngen2.Gen().generate()\n")
     status, _, err = trace("--hot", "gen2:Gen.generate", path, cwd=tmp_path)
     assert status == 0, err
+    assert "checked inside hot paths: gen2:Gen.generate\n" in err  # one function, one name
 
 
 def test_a_hot_path_in_a_module_the_program_never_imports_is_not_a_pass(tmp_path):

@@ -86,16 +86,18 @@ def any_marked() -> bool:
 def marked() -> dict[str, tuple[Key, ...]]:
     """The marked hot paths by the names reports show, each with what marks it (see
     `keys_on_stack`): a function marked by code shows its qualified name, or
-    ``module:qualname`` where another marked hot path has that qualified name in another
-    module; one marked by name shows ``module:qualname``. Hot paths of one module and
-    qualified name (one function marked both ways, a module reloaded) share their name."""
-    modules_of: dict[str, set[str]] = {name: set(modules) for name, modules in _names.items()}
+    ``module:qualname`` where another hot path is marked with that qualified name (in
+    another module, or by name); one marked by name shows ``module:qualname``. Hot paths
+    of one module and qualified name (one function marked both ways, a module reloaded)
+    share their name."""
+    modules_of: dict[str, set[str]] = {}
     for code, module in _codes.values():
         modules_of.setdefault(code.co_qualname, set()).add(module)
     found: dict[str, tuple[Key, ...]] = {}
     for key, (code, module) in _codes.items():
         name = code.co_qualname
-        label = name if len(modules_of[name]) == 1 else _label(module, name)
+        alone = len(modules_of[name]) == 1 and name not in _names
+        label = name if alone else _label(module, name)
         found[label] = (*found.get(label, ()), key)
     for name, modules in _names.items():
         for module in sorted(modules):
