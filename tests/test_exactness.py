@@ -21,6 +21,7 @@ import functools
 import operator
 import sys
 import threading
+import time
 import types
 import warnings
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 import warp as wp
+from acme import gen
 from acme.kernels import add_one
 
 from trackgen_contract import (
@@ -1815,6 +1817,59 @@ def test_guards_narrowed_to_other_modules_count_apart(arr):
             for _ in range(5):
                 _clean_launch(arr)
     assert (elsewhere.calls, here.calls, everything.calls) == (0, 5, 5)
+
+
+def test_a_tracers_counts_is_asked_once_beside_another_threads_tracer(arr):
+    # BUG: the answers of counts were kept with the last tracers' answer, which two
+    # threads running tracers replace in turn: counts was asked at almost every call.
+    asked, results = [], {}
+    start = threading.Barrier(2)
+
+    def counts(op, module):
+        asked.append((threading.get_ident(), op, module))
+        return True
+
+    def run(name):
+        start.wait()
+        with Tracer(lambda call: None, every_call=False, counts=counts) as tracer:
+            for _ in range(100):
+                _clean_launch(arr)
+                time.sleep(0)  # let the other thread in
+        results[name] = tracer.clean_calls
+
+    with keep_armed():
+        with hot_path_guard(strict=False):
+            _clean_launch(arr)  # finds the site clean
+        threads = [threading.Thread(target=run, args=(name,)) for name in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert results == {"a": 100, "b": 100}
+    assert len(asked) == 2  # once by each tracer
+
+
+@pytest.mark.parametrize("first", ["own", "clone"])
+def test_one_code_under_two_modules_globals_counts_for_each_module(arr, first):
+    # BUG: a clean site was counted for the module it was first found clean under, so the
+    # same code run under another module's globals (FunctionType(code, globals), or one
+    # compiled module exec'd in two namespaces) counted for the wrong one.
+    namespace = {**vars(gen), "__name__": "other"}
+    clone = types.FunctionType(gen.launch_with_stream.__code__, namespace, "clone", (None,))
+    own = gen.launch_with_stream
+    with keep_armed():
+        with hot_path_guard(strict=False):
+            (clone if first == "clone" else own)(arr)
+            (clone if first == "clone" else own)(arr)  # found clean under the first
+        counts = {}
+        for modules in ("other", "acme", "nowhere"):
+            with stream_explicit(modules, strict=False) as guard:
+                for _ in range(3):
+                    own(arr)
+                    clone(arr)
+                    clone(arr)
+            counts[modules] = guard.calls
+    assert counts == {"other": 6, "acme": 3, "nowhere": 0}
 
 
 @pytest.mark.parametrize(

@@ -265,6 +265,11 @@ def test_on_call_must_be_callable():
         Tracer("not a function")
 
 
+def test_counts_must_be_callable():
+    with pytest.raises(TypeError, match=r"Tracer\(counts=...\) must be callable or None"):
+        Tracer(print, every_call=False, counts=True)
+
+
 def test_calls_in_other_threads_are_not_reported(arr):
     seen = []
     with Tracer(lambda c: seen.append(threading.get_ident())):

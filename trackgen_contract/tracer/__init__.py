@@ -223,15 +223,19 @@ class Tracer:
         *,
         entries: Iterable[Entry] | None = None,
         every_call: bool = True,
-        counts: Callable[[str, str | None], bool] | None = None,
+        counts: Callable[[str, str | None], bool | None] | None = None,
     ) -> None:
         if not callable(on_call):
             raise TypeError(f"Tracer(on_call): on_call must be callable, got {on_call!r}")
+        if counts is not None and not callable(counts):
+            raise TypeError(f"Tracer(counts=...) must be callable or None, got {counts!r}")
         self.on_call = on_call
         self.entries = _lists.shared(entries)
         self.ops = _lists.ops[id(self.entries)]
         self.every_call = every_call
         self.counts = counts
+        #: What `counts` answered, by (op, module): it is asked once for each.
+        self.counted: dict[tuple[str, str | None], bool | None] = {}
         #: Calls at clean sites answered without ``on_call`` that `counts` takes
         #: (``every_call=False`` only).
         self.clean_calls = 0

@@ -78,16 +78,17 @@ def counted_as(op: str, module: str | None) -> Counted:
 
 
 class Clean:
-    """A remembered clean call site: its caller's and callee's code, what its calls count
-    as, and the check."""
+    """A remembered clean call site: its caller's code and globals, its callee's code,
+    what its calls count as, and the check. (The globals: the same code run under other
+    globals, by ``types.FunctionType(code, other)`` or an ``exec`` of one compiled module
+    in two namespaces, makes calls of another module, which count apart.)"""
 
-    __slots__ = ("callee", "caller", "check", "counted")
+    __slots__ = ("callee", "caller", "check", "counted", "globals")
     others: Mapping[int, Clean] = MappingProxyType({})  # see _Several
 
-    def __init__(
-        self, caller: CodeType, callee: Entry, check: Check | None, counted: Counted
-    ) -> None:
-        self.caller = caller
+    def __init__(self, caller: FrameType, callee: Entry, check: Check | None, counted: Counted):
+        self.caller = caller.f_code
+        self.globals = caller.f_globals
         self.callee = callee.code
         self.counted = counted
         self.check = check
@@ -200,17 +201,21 @@ def counting(now: Quiet, counted: Counted) -> tuple | None:
     tracer watching them asks for every call, or cannot tell whether it counts them (they
     take the full path); else the tracers that count them (those whose ``counts`` takes
     them), to skip all of them. Calls that no tracer of the thread watches concern none
-    of them: ``()``."""
+    of them: ``()``. Each tracer's ``counts`` is asked once per pair (its `counted`):
+    `mine` is lost when another thread's tracers take the last answer's place."""
     mine = now.mine
     if counted in mine:
         return mine[counted]
-    counting_it, full = [], False
+    pair, counting_it, full = (counted.op, counted.module), [], False
     try:
         for tracer in now.own:
             if counted.op not in tracer.ops:
                 continue
-            counts = tracer.counts
-            takes = True if counts is None else counts(counted.op, counted.module)
+            takes, asked = True, tracer.counted
+            if tracer.counts is not None:
+                if pair not in asked:
+                    asked[pair] = tracer.counts(*pair)
+                takes = asked[pair]
             full = full or tracer.every_call or takes is None
             if takes:
                 counting_it.append(tracer)
@@ -234,6 +239,7 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
     if (
         clean is None
         or clean.callee is not callee
+        or clean.globals is not caller.f_globals  # type: ignore[union-attr]
         or (clean.check is not None and not clean.check(caller))  # type: ignore[arg-type]
     ):
         return False
@@ -303,8 +309,8 @@ def learn(caller: FrameType, callee: Entry, stream: str) -> None:
     check = _check_for(site, callee.code, caller, by_keyword)
     if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
         return  # a check that the call it is learnt from fails vouches for other calls
-    # The module its calls count for, as the call's Site names it. (The same code run
-    # under other globals, by types.FunctionType(code, other), would count as this one.)
+    # The module its calls count for, as the call's Site names it (a module that renames
+    # itself in place later is still counted under this name: README, Known limits).
     module = dict.get(caller.f_globals, "__name__")
     module = module if type(module) is str else "<unknown>"
     _remember(caller, callee, check, counted_as(callee.op, module))  # type: ignore[arg-type]
@@ -330,12 +336,12 @@ def learn_site(caller: FrameType, callee: Entry) -> None:
     the caller's code object and offset decide it, under the very globals and module name
     it ran with (Warp's code run under other globals, as ``__main__`` say, is not Warp's
     own: see `sites.is_internal`)."""
-    globals_ = caller.f_globals
+    globals_ = caller.f_globals  # (the very globals: see Clean)
     name = dict.get(globals_, "__name__")
     _remember(
         caller,
         callee,
-        lambda frame: frame.f_globals is globals_ and dict.get(globals_, "__name__") is name,
+        lambda frame: dict.get(globals_, "__name__") is name,
         counted_as(callee.op, None),
     )
 
@@ -343,7 +349,7 @@ def learn_site(caller: FrameType, callee: Entry) -> None:
 def _remember(caller: FrameType, callee: Entry, check: Check | None, counted: Counted) -> None:
     if _size[0] >= _LIMIT:
         forget()
-    clean, lasti = Clean(caller.f_code, callee, check, counted), caller.f_lasti
+    clean, lasti = Clean(caller, callee, check, counted), caller.f_lasti
     there = table.get(lasti)
     if there is None or there.caller is clean.caller:
         if there is None:

@@ -157,6 +157,7 @@ class SysMonitoringCore(ArmingCore):
             if (
                 clean is not None
                 and clean.callee is code
+                and clean.globals is caller.f_globals  # type: ignore[union-attr]
                 and (clean.check is None or clean.check(caller))
             ):
                 me, now = ident(), last.now
