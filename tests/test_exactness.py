@@ -18,12 +18,14 @@ import collections
 import contextvars
 import cProfile
 import functools
+import gc
 import operator
 import sys
 import threading
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 
@@ -1847,6 +1849,61 @@ def test_a_tracers_counts_is_asked_once_beside_another_threads_tracer(arr):
             thread.join()
     assert results == {"a": 100, "b": 100}
     assert len(asked) == 2  # once by each tracer
+
+
+def test_a_clean_site_keeps_no_namespace_alive(arr):
+    # BUG: a clean site kept its caller's globals, so a namespace made at run time (and
+    # the arrays in it) lived as long as the core stayed armed: the pytest session.
+    source = (
+        "import warp as wp\n"
+        "big = wp.zeros(1 << 16, dtype=float, device='cpu')\n"
+        "def launch(a):\n"
+        "    wp.launch(add_one, dim=8, inputs=[a], device='cpu', stream=None)\n"
+    )
+    namespace = {"__name__": "made_at_run_time", "add_one": add_one}
+    exec(compile(source, "<made at run time>", "exec"), namespace)
+    kept = weakref.ref(namespace["big"])
+    with keep_armed():
+        with hot_path_guard(strict=False) as guard:
+            namespace["launch"](arr)
+            namespace["launch"](arr)  # at a clean site
+        assert guard.calls == 2
+        del namespace
+        gc.collect()
+        assert kept() is None
+
+
+def test_a_module_renamed_in_place_counts_its_clean_calls_under_the_new_name(arr):
+    namespace = {**vars(gen), "__name__": "first"}
+    launch = types.FunctionType(gen.launch_with_stream.__code__, namespace, "launch", (None,))
+    with keep_armed():
+        with hot_path_guard(strict=False):
+            launch(arr)
+            launch(arr)  # found clean under "first"
+        namespace["__name__"] = "second"
+        with stream_explicit("second", strict=False) as second:
+            for _ in range(3):
+                launch(arr)
+        with stream_explicit("first", strict=False) as first:
+            for _ in range(3):
+                launch(arr)
+    assert (first.calls, second.calls) == (0, 3)
+
+
+def test_a_restarted_tracer_asks_its_counts_again(arr):
+    answers = [True]
+    tracer = Tracer(lambda call: None, every_call=False, counts=lambda op, module: answers[-1])
+    with keep_armed():
+        with hot_path_guard(strict=False):
+            _clean_launch(arr)  # finds the site clean
+        with tracer:
+            _clean_launch(arr)
+        assert tracer.clean_calls == 1
+        answers.append(False)
+        tracer.clean_calls = 0
+        with tracer:
+            _clean_launch(arr)
+        assert tracer.clean_calls == 0
 
 
 @pytest.mark.parametrize("first", ["own", "clone"])

@@ -274,6 +274,7 @@ class Tracer:
             raise RuntimeError(f"this Tracer is already started (by thread {self._thread})")
         claimed.append(True)
         self.blind = None
+        self.counted = {}  # its counts may answer otherwise now
         fastpath.let_go(self)  # what was remembered for it as it was being stopped
         _core.attach(self)
         self._attached = True

@@ -12,7 +12,7 @@ offset alone cannot prove that the site calls the watched function itself (3.13+
 a direct call and one made through C rest on the same instruction, or a stream passed by
 position), a re-read of the callable the site loads and an identity test. A site in
 Warp's own code (a memset or a ``ScopedStream`` Warp makes) is clean by its offset,
-under the very globals it was found with (`learn_site`).
+under the very module name it was found with (`learn_site`).
 
 Only tracers that ask for every call (a plain `Tracer`, the command line) keep the full
 path: the callback skips a clean call only when every running tracer of the thread that
@@ -78,17 +78,19 @@ def counted_as(op: str, module: str | None) -> Counted:
 
 
 class Clean:
-    """A remembered clean call site: its caller's code and globals, its callee's code,
-    what its calls count as, and the check. (The globals: the same code run under other
-    globals, by ``types.FunctionType(code, other)`` or an ``exec`` of one compiled module
-    in two namespaces, makes calls of another module, which count apart.)"""
+    """A remembered clean call site: its caller's code and module name (the very
+    ``__name__`` object of its globals), its callee's code, what its calls count as, and
+    the check. (The name: the same code run under another module's globals, by
+    ``types.FunctionType(code, other)`` or an ``exec`` of one compiled module in two
+    namespaces, or a module renamed in place, makes calls of another module, which count
+    apart. The name, not the globals: a site must not keep a namespace alive.)"""
 
-    __slots__ = ("callee", "caller", "check", "counted", "globals")
+    __slots__ = ("callee", "caller", "check", "counted", "name")
     others: Mapping[int, Clean] = MappingProxyType({})  # see _Several
 
     def __init__(self, caller: FrameType, callee: Entry, check: Check | None, counted: Counted):
         self.caller = caller.f_code
-        self.globals = caller.f_globals
+        self.name = dict.get(caller.f_globals, "__name__")
         self.callee = callee.code
         self.counted = counted
         self.check = check
@@ -239,7 +241,7 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
     if (
         clean is None
         or clean.callee is not callee
-        or clean.globals is not caller.f_globals  # type: ignore[union-attr]
+        or dict.get(caller.f_globals, "__name__") is not clean.name  # type: ignore[union-attr]
         or (clean.check is not None and not clean.check(caller))  # type: ignore[arg-type]
     ):
         return False
@@ -309,8 +311,7 @@ def learn(caller: FrameType, callee: Entry, stream: str) -> None:
     check = _check_for(site, callee.code, caller, by_keyword)
     if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
         return  # a check that the call it is learnt from fails vouches for other calls
-    # The module its calls count for, as the call's Site names it (a module that renames
-    # itself in place later is still counted under this name: README, Known limits).
+    # The module its calls count for, as the call's Site names it.
     module = dict.get(caller.f_globals, "__name__")
     module = module if type(module) is str else "<unknown>"
     _remember(caller, callee, check, counted_as(callee.op, module))  # type: ignore[arg-type]
@@ -333,17 +334,10 @@ def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
 def learn_site(caller: FrameType, callee: Entry) -> None:
     """Remember a call site in Warp's own code as clean for `callee` (a memset or a
     ScopedStream that Warp makes, a readback served by the watched function making it):
-    the caller's code object and offset decide it, under the very globals and module name
-    it ran with (Warp's code run under other globals, as ``__main__`` say, is not Warp's
-    own: see `sites.is_internal`)."""
-    globals_ = caller.f_globals  # (the very globals: see Clean)
-    name = dict.get(globals_, "__name__")
-    _remember(
-        caller,
-        callee,
-        lambda frame: dict.get(globals_, "__name__") is name,
-        counted_as(callee.op, None),
-    )
+    the caller's code object and offset decide it, under the very module name it ran with
+    (see Clean: Warp's code run under another name, as ``__main__`` say, is not Warp's own,
+    see `sites.is_internal`)."""
+    _remember(caller, callee, None, counted_as(callee.op, None))
 
 
 def _remember(caller: FrameType, callee: Entry, check: Check | None, counted: Counted) -> None:

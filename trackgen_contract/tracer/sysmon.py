@@ -140,6 +140,7 @@ class SysMonitoringCore(ArmingCore):
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
         entries, clean_at, ident = installed().by_id, fastpath.table.get, threading.get_ident
         quiet, last, counting = fastpath.quiet, fastpath.last, fastpath.counting
+        dict_get = dict.get  # the globals' own __name__, read as a plain dict (no user code)
         repeats, answer_repeat = fastpath.repeats, fastpath.answer_repeat
 
         def on_start(code: CodeType, offset: int) -> None:
@@ -157,7 +158,7 @@ class SysMonitoringCore(ArmingCore):
             if (
                 clean is not None
                 and clean.callee is code
-                and clean.globals is caller.f_globals  # type: ignore[union-attr]
+                and dict_get(caller.f_globals, "__name__") is clean.name  # type: ignore[union-attr]
                 and (clean.check is None or clean.check(caller))
             ):
                 me, now = ident(), last.now
