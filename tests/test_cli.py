@@ -855,6 +855,24 @@ def test_a_function_marked_and_named_with_hot_counts_for_both(tmp_path):
     assert "checked inside hot paths: gen2:Gen.generate\n" in err  # one function, one name
 
 
+def test_a_function_whose_decorator_set_its_module_marked_both_ways_has_one_name(tmp_path):
+    (tmp_path / "gen3.py").write_text(
+        "import functools, warp as wp, trackgen_contract\n"
+        "a = wp.zeros(4, dtype=float, device='cpu')\n"
+        "def relabelled(fn):\n"
+        "    fn.__module__ = 'somewhere.else'\n"
+        "    return fn\n"
+        "@trackgen_contract.hot_path\n"
+        "@relabelled\n"
+        "def step():\n"
+        "    wp.copy(a, a, stream=None)\n"
+    )
+    path = program(tmp_path, "import gen3\ngen3.step()\n")
+    status, _, err = trace("--hot", "gen3:step", path, cwd=tmp_path)
+    assert status == 0, err
+    assert "checked inside hot paths: gen3:step\n" in err
+
+
 def test_a_hot_path_in_a_module_the_program_never_imports_is_not_a_pass(tmp_path):
     path = program(tmp_path, PRELUDE + "gen.read_back(a)\n")
     status, _, err = trace("--hot", "no_such_mod:f", path)

@@ -55,7 +55,10 @@ def mark_function(fn: object) -> None:
     """Mark a function, method, staticmethod or classmethod as a hot path (see
     `function_code`), known in reports by its module where its name is not enough."""
     code = function_code(fn)
-    module = getattr(_unwrapped(fn), "__module__", None)
+    # The module as its frames run it (its globals' __name__, as a hot path marked by name
+    # is matched), not __module__, which a decorator may have set to another.
+    globals_ = getattr(_unwrapped(fn), "__globals__", None)
+    module = dict.get(globals_, "__name__") if isinstance(globals_, dict) else None
     mark_code(code, module if type(module) is str else code.co_filename)
 
 
