@@ -534,9 +534,9 @@ def covers(call: WarpCall, policy: Policy) -> bool:
     op = call.entry.op
     if op in (MEMSET, SCOPED_STREAM) and not call.direct:
         return False  # Warp's own (wp.zeros filling its array): the stream rules skip it
-    categories = [c for c in _OP_CATEGORIES[op] if c in policy.checks]
-    if categories != ["stream"] or policy.modules is None:
-        return bool(categories)
+    anywhere = _covers_anywhere(policy, op)
+    if anywhere is not None:
+        return anywhere
     where = call.caller if op in (MEMSET, SCOPED_STREAM) else call.site
     return _in_modules(where.module, policy.modules)
 
@@ -546,13 +546,22 @@ def covers_clean(policy: Policy, op: str, module: str | None) -> bool | None:
     the kind of operation `op`, made directly from `module` (a direct call's site is its
     caller), or by Warp's own code (None). None where that cannot tell: the stream rules
     narrowed to modules, for a launch or copy Warp's code makes for a caller further up."""
-    # Asked in the core's callback: C calls, no comprehension (a frame on 3.11).
     if module is None and op in (MEMSET, SCOPED_STREAM):
         return False
+    anywhere = _covers_anywhere(policy, op)
+    if anywhere is not None:
+        return anywhere
+    return None if module is None else _in_modules(module, policy.modules)
+
+
+def _covers_anywhere(policy: Policy, op: str) -> bool | None:
+    """Whether the policy's checks look at calls of `op` from any caller (True), from
+    none (False), or only from its modules (None: the stream rules alone, narrowed)."""
+    # Asked in the core's callback too: C calls, no comprehension (a frame on 3.11).
     categories = tuple(filter(policy.checks.__contains__, _OP_CATEGORIES[op]))
     if categories != ("stream",) or policy.modules is None:
         return bool(categories)
-    return None if module is None else _in_modules(module, policy.modules)
+    return None
 
 
 def judge(call: WarpCall, policy: Policy) -> list[Finding]:

@@ -74,6 +74,13 @@ def is_internal(frame: FrameType) -> bool:
     return origin[1] and dict.get(frame.f_globals, "__name__") != "__main__"
 
 
+def module_name(globals_: dict) -> str:
+    """The module a frame's globals name: their own ``__name__``, read as a plain dict
+    would (no code of the program runs), or ``"<unknown>"`` where that is not a string."""
+    module = dict.get(globals_, "__name__")
+    return module if type(module) is str else "<unknown>"
+
+
 @dataclass(frozen=True)
 class Site:
     """A place in the source: the module, qualified function name, file and line."""
@@ -89,8 +96,7 @@ class Site:
         if frame is None:
             return cls("<unknown>", "<unknown>", "<unknown>", 0)
         code = frame.f_code
-        module = dict.get(frame.f_globals, "__name__")
-        module = module if type(module) is str else "<unknown>"
+        module = module_name(frame.f_globals)
         known = _sites.get_or_make(code, _new_table)
         site = known.get(frame.f_lasti)
         # The same code can run under other globals (types.FunctionType(code, other)).

@@ -42,6 +42,7 @@ from ..callsite import CallSite, call_site
 from ..callsite.readback import class_lookup
 from ..callsite.values import Method, Ref
 from ..registry import Entry
+from ..sites import module_name
 
 _LIMIT = 4096  # remembered sites before the table starts over
 _PY313 = sys.version_info >= (3, 13)
@@ -311,10 +312,8 @@ def learn(caller: FrameType, callee: Entry, stream: str) -> None:
     check = _check_for(site, callee.code, caller, by_keyword)
     if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
         return  # a check that the call it is learnt from fails vouches for other calls
-    # The module its calls count for, as the call's Site names it.
-    module = dict.get(caller.f_globals, "__name__")
-    module = module if type(module) is str else "<unknown>"
-    _remember(caller, callee, check, counted_as(callee.op, module))  # type: ignore[arg-type]
+    counted = counted_as(callee.op, module_name(caller.f_globals))  # as its Site names it
+    _remember(caller, callee, check, counted)  # type: ignore[arg-type]
 
 
 def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
