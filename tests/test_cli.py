@@ -840,8 +840,18 @@ def test_a_hot_name_a_module_imports_or_inherits_is_resolved_by_importing_it(tmp
     assert "allocation: 1 call" in err
 
 
+def _hot_path_names(tmp_path, module, source, call, target):
+    """The report's hot path line for a program that imports `module` (`source`) and runs
+    `call`, with ``--hot target``; the run must pass."""
+    (tmp_path / f"{module}.py").write_text(source)
+    path = program(tmp_path, f"import {module}\n{call}\n")
+    status, _, err = trace("--hot", target, path, cwd=tmp_path)
+    assert status == 0, err
+    return next(line for line in err.splitlines() if line.startswith("checked inside"))
+
+
 def test_a_function_marked_and_named_with_hot_counts_for_both(tmp_path):
-    (tmp_path / "gen2.py").write_text(
+    source = (
         "import warp as wp\nimport trackgen_contract\n"
         "a = wp.zeros(4, dtype=float, device='cpu')\n"
         "class Gen:\n"
@@ -849,15 +859,13 @@ def test_a_function_marked_and_named_with_hot_counts_for_both(tmp_path):
         "    def generate(self):\n"
         "        wp.copy(a, a, stream=None)\n"
     )
-    path = program(tmp_path, "import gen2\ngen2.Gen().generate()\n")
-    status, _, err = trace("--hot", "gen2:Gen.generate", path, cwd=tmp_path)
-    assert status == 0, err
-    assert "checked inside hot paths: gen2:Gen.generate\n" in err  # one function, one name
+    names = _hot_path_names(tmp_path, "gen2", source, "gen2.Gen().generate()", "gen2:Gen.generate")
+    assert names == "checked inside hot paths: gen2:Gen.generate"  # one function, one name
 
 
 def test_a_function_whose_decorator_set_its_module_marked_both_ways_has_one_name(tmp_path):
-    (tmp_path / "gen3.py").write_text(
-        "import functools, warp as wp, trackgen_contract\n"
+    source = (
+        "import warp as wp, trackgen_contract\n"
         "a = wp.zeros(4, dtype=float, device='cpu')\n"
         "def relabelled(fn):\n"
         "    fn.__module__ = 'somewhere.else'\n"
@@ -867,10 +875,8 @@ def test_a_function_whose_decorator_set_its_module_marked_both_ways_has_one_name
         "def step():\n"
         "    wp.copy(a, a, stream=None)\n"
     )
-    path = program(tmp_path, "import gen3\ngen3.step()\n")
-    status, _, err = trace("--hot", "gen3:step", path, cwd=tmp_path)
-    assert status == 0, err
-    assert "checked inside hot paths: gen3:step\n" in err
+    names = _hot_path_names(tmp_path, "gen3", source, "gen3.step()", "gen3:step")
+    assert names == "checked inside hot paths: gen3:step"
 
 
 def test_a_hot_path_in_a_module_the_program_never_imports_is_not_a_pass(tmp_path):
