@@ -1953,6 +1953,45 @@ def test_a_tracers_counts_says_which_skipped_calls_count(arr, answer, counted, g
     assert asked == [("launch", __name__)]  # once, not per call
 
 
+def _tape_backward(functions, arrays):
+    tape = wp.Tape()
+    for function in functions:
+        tape.record_func(backward=function, arrays=arrays)
+    tape.backward()  # runs them in reverse order, each at one line of Warp's
+
+
+def _capture_if(functions, arrays):
+    condition = wp.ones(1, dtype=wp.int32, device="cpu")
+    for function in functions:
+        wp.capture_if(condition, on_true=function)  # calls it at one line of Warp's
+
+
+@pytest.mark.parametrize("run", [_tape_backward, _capture_if], ids=["Tape.backward", "capture_if"])
+@pytest.mark.parametrize("reuse", ["one guard", "keep_armed"])
+def test_a_line_of_warps_calling_the_users_launches_is_judged_per_call(arr, cmd, run, reuse):
+    # Warp runs the user's callables at one line of its own: one that passed stream= there
+    # says nothing of the next, which may not.
+    clean = [
+        functools.partial(wp.launch, add_one, 8, inputs=[arr], stream=None),
+        functools.partial(cmd.launch, stream=None),
+    ]
+    breaches = [functools.partial(wp.launch, add_one, 8, inputs=[arr]), cmd.launch]
+    order = [clean[0], breaches[0], clean[1], breaches[1]]  # each breach right after its twin
+    if run is _tape_backward:
+        order.reverse()
+    with keep_armed() if reuse == "keep_armed" else _nothing():
+        if reuse == "keep_armed":
+            with stream_explicit(strict=False):
+                run(clean, [])  # its sites found clean in an earlier guard
+        with stream_explicit(strict=False) as guard:
+            run(order, [])
+    assert [v.api for v in guard.violations] == [
+        "wp.launch without stream=",
+        "wp.Launch.launch without stream=",
+    ]
+    assert guard.calls == 4
+
+
 def test_warps_own_clean_site_run_under_main_is_judged_as_the_users(arr):
     # BUG: a call site in Warp's code found clean (the memset wp.zeros makes, the
     # ScopedStream and __array_interface__ read of array.numpy) was answered clean for the

@@ -213,11 +213,12 @@ class WarpCall:
         frame = self._frame
         if frame is None or frame.f_back is None:
             return
+        stream = self.entry.watch.stream
         try:
-            if not self.direct:  # made by Warp's own code: its site and globals decide it
+            if stream is not None:  # a launch or copy: its call instruction decides it
+                fastpath.learn(frame.f_back, self.entry, stream, made_by_warp=not self.direct)
+            elif not self.direct:  # a memset, sync... Warp makes: its site and globals do
                 fastpath.learn_site(frame.f_back, self.entry)
-            elif self.entry.watch.stream is not None:
-                fastpath.learn(frame.f_back, self.entry, self.entry.watch.stream)
         except Exception as error:  # a site not remembered is only slower
             self._unanalysed(error)
 

@@ -302,9 +302,13 @@ def _drop_repeats(tracer: object) -> None:
             repeats.pop(key, None)
 
 
-def learn(caller: FrameType, callee: Entry, stream: str) -> None:
+def learn(caller: FrameType, callee: Entry, stream: str, made_by_warp: bool = False) -> None:
     """Remember the call site `caller` is executing as clean for `callee`, when the site
-    can be recognised again cheaply. `stream` names the callee's stream parameter."""
+    can be recognised again cheaply. `stream` names the callee's stream parameter. A
+    launch or copy that Warp's own code makes (`made_by_warp`) is learnt the same way, not
+    by its site alone: Warp calls the user's callables too (``Tape.backward`` runs the
+    recorded functions at one line), and the line does not say what they pass. Its calls
+    are counted for no module: they are made for a caller further up."""
     site = call_site(caller.f_code, caller.f_lasti)
     if site is None or not site.static:
         return
@@ -312,7 +316,8 @@ def learn(caller: FrameType, callee: Entry, stream: str) -> None:
     check = _check_for(site, callee.code, caller, by_keyword)
     if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
         return  # a check that the call it is learnt from fails vouches for other calls
-    counted = counted_as(callee.op, module_name(caller.f_globals))  # as its Site names it
+    module = None if made_by_warp else module_name(caller.f_globals)  # as its Site names it
+    counted = counted_as(callee.op, module)
     _remember(caller, callee, check, counted)  # type: ignore[arg-type]
 
 
@@ -332,7 +337,8 @@ def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
 
 def learn_site(caller: FrameType, callee: Entry) -> None:
     """Remember a call site in Warp's own code as clean for `callee` (a memset or a
-    ScopedStream that Warp makes, a readback served by the watched function making it):
+    ScopedStream that Warp makes, a readback served by the watched function making it,
+    each clean whatever its arguments):
     the caller's code object and offset decide it, under the very module name it ran with
     (see Clean: Warp's code run under another name, as ``__main__`` say, is not Warp's own,
     see `sites.is_internal`)."""
