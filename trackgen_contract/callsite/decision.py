@@ -50,6 +50,8 @@ def binding(func: object, code: CodeType) -> Bound | None:
         keywords = func.keywords  # type: ignore[attr-defined]
         if inner is None or type(keywords) is not dict:
             return None
+        if not all(type(name) is str for name in keywords):
+            return None  # a str subclass's hash and == are the user's code
         return inner.then(len(func.args), frozenset(keywords))  # type: ignore[attr-defined]
     if issubclass(kind, type) and readback.class_lookup(kind, "__call__") is _type_call:
         init = readback.class_lookup(func, "__init__")  # type: ignore[arg-type]
@@ -124,9 +126,12 @@ def passed(site: CallSite, callee: FrameType, parameters: tuple[str, ...]) -> Pa
     try:
         bound = _callable_binding(site, callee.f_code, caller)  # type: ignore[arg-type]
     except Unresolved:
-        return UNKNOWN_CALL
+        bound = None
     if bound is None:
-        return UNKNOWN_CALL  # reached through C code that passes its own arguments
+        # The callable cannot be read back as the call loaded it, or C code that passes
+        # its own arguments reached the callee. A Python-to-Python call (3.11 and 3.12 tell
+        # one by its offset) passed it the keywords spelled out, whatever its callable.
+        return Passed(None, _literal_names(site.shape.kwargs)) if site.direct else UNKNOWN_CALL
     try:
         names = bound.names | _names(site.shape.kwargs, caller)  # type: ignore[arg-type]
     except Unresolved:
