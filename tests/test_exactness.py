@@ -34,6 +34,7 @@ import pytest
 import warp as wp
 from acme import gen
 from acme.kernels import add_one
+from helpers import assert_nothing_left
 
 from trackgen_contract import (
     HotPathViolation,
@@ -692,6 +693,51 @@ def test_a_hook_taken_away_and_put_back_inside_a_guard_never_ends_clean(arr):
         sys.setprofile(before)
     assert not guard.ok
     assert [v.api for v in guard.violations] == ["wp.array.numpy()"] or guard.blind
+
+
+class _Opaque:
+    """A profile function or monitoring callback whose repr and attributes fail."""
+
+    def __init__(self):
+        self.runs = []
+
+    def __call__(self, *args):
+        return None
+
+    def __getattr__(self, name):
+        self.runs.append(name)
+        raise LookupError(name)
+
+    def __repr__(self):
+        self.runs.append("__repr__")
+        raise LookupError("__repr__")
+
+
+def test_what_replaced_the_hook_is_named_without_running_its_code(arr):
+    # The guard names what took its hook away; a repr or an attribute of the user's object
+    # would run its code, and its exception would cut the guard's exit in half.
+    replacement = _Opaque()
+    before = sys.getprofile()
+    try:
+        with hot_path_guard(strict=False) as guard:
+            arr.numpy()
+            if SYSMON:
+                monitoring = sys.monitoring
+                tool = next(i for i in range(6) if monitoring.get_tool(i) == "trackgen_contract")
+                monitoring.register_callback(tool, monitoring.events.PY_START, replacement)
+            else:
+                sys.setprofile(replacement)
+    finally:
+        sys.setprofile(before)
+    assert replacement.runs == []
+    assert guard.blind is not None and guard.blind.endswith(
+        "replaced by a test_exactness._Opaque object"
+    )
+    assert_nothing_left()
+    with hot_path_guard(strict=False) as again:
+        arr.numpy()
+    assert again.blind is None and len(again.violations) == 1
+    assert_nothing_left()
 
 
 # --- scoping: only the guard's own thread -------------------------------------------------

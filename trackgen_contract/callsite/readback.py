@@ -36,6 +36,10 @@ _type_getattribute = type.__getattribute__
 _module_getattribute = types.ModuleType.__getattribute__
 _type_mro = type.__dict__["__mro__"].__get__
 _type_dict = type.__dict__["__dict__"].__get__
+# Read off the type itself, past any metaclass (whose __getattribute__ could be the user's).
+_type_name = type.__dict__["__name__"].__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_type_module = type.__dict__["__module__"].__get__
 
 
 class Unresolved(Exception):
@@ -80,13 +84,13 @@ def _bind(value: object, obj: object, cls: type) -> object:
         return types.MethodType(value.__func__, cls)
     if class_lookup(kind, "__get__") is _MISSING:
         return value  # a plain value
-    raise Unresolved(f"a descriptor of type {kind.__name__}")
+    raise Unresolved(f"a descriptor of type {_type_name(kind)}")
 
 
 def _instance_attribute(obj: object, name: str) -> object:
     cls = type(obj)
     if class_lookup(cls, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
-        raise Unresolved(f"{cls.__name__} has its own __getattribute__")
+        raise Unresolved(f"{_type_name(cls)} has its own __getattribute__")
     value = class_lookup(cls, name)
     if value is not _MISSING and _is_data_descriptor(value):
         if type(value) is types.MemberDescriptorType:  # a __slots__ entry
@@ -108,7 +112,7 @@ def _instance_attribute(obj: object, name: str) -> object:
 def _class_attribute(cls: type, name: str) -> object:
     meta = type(cls)
     if class_lookup(meta, "__getattribute__") is not _type_getattribute:
-        raise Unresolved(f"{meta.__name__} has its own __getattribute__")
+        raise Unresolved(f"{_type_name(meta)} has its own __getattribute__")
     if class_lookup(meta, name) is not _MISSING:
         raise Unresolved(f"{name} is defined by the metaclass")
     value = class_lookup(cls, name)
@@ -120,11 +124,11 @@ def _class_attribute(cls: type, name: str) -> object:
 def _module_attribute(module: types.ModuleType, name: str) -> object:
     kind = type(module)
     if class_lookup(kind, "__getattribute__") is not _module_getattribute:
-        raise Unresolved(f"{kind.__name__} has its own __getattribute__")
+        raise Unresolved(f"{_type_name(kind)} has its own __getattribute__")
     if kind is not types.ModuleType:
         on_class = class_lookup(kind, name)
         if on_class is not _MISSING and _is_data_descriptor(on_class):
-            raise Unresolved(f"{name} is a data descriptor of {kind.__name__}")
+            raise Unresolved(f"{name} is a data descriptor of {_type_name(kind)}")
     value = _instance_dict(module)
     value = _MISSING if value is None else dict.get(value, name, _MISSING)
     if value is _MISSING:
@@ -177,7 +181,7 @@ def item(container: object, key: object) -> object:
             return container[key]  # type: ignore[index]
         except IndexError:
             raise Unresolved(repr(key)) from None
-    raise Unresolved(f"an item of a {kind.__name__}")
+    raise Unresolved(f"an item of a {_type_name(kind)}")
 
 
 def _namespace_get(namespace: object, name: str) -> object:
@@ -187,7 +191,7 @@ def _namespace_get(namespace: object, name: str) -> object:
         return namespace.get(name, _MISSING)  # type: ignore[attr-defined]
     # A mapping of the user's (exec with custom locals, a __prepare__ namespace, globals
     # of a dict subclass): Python asks its __getitem__, which we may not run.
-    raise Unresolved(f"{name} in a namespace of type {type(namespace).__name__}")
+    raise Unresolved(f"{name} in a namespace of type {_type_name(type(namespace))}")
 
 
 def _name(ref: Ref, frame: FrameType) -> object:
@@ -225,7 +229,7 @@ def sequence_length(value: object, frame: FrameType) -> int:
     consumed, a sequence of the user's would run its ``__len__``)."""
     obj = resolve(value, frame)
     if type(obj) not in (tuple, list):
-        raise Unresolved(f"*args of type {type(obj).__name__}")
+        raise Unresolved(f"*args of type {_type_name(type(obj))}")
     return len(obj)  # type: ignore[arg-type]
 
 
@@ -233,8 +237,24 @@ def mapping_keys(value: object, frame: FrameType) -> frozenset[str]:
     """The keys of a ``**kwargs`` value: an exact dict of string keys only."""
     obj = resolve(value, frame)
     if type(obj) is not dict:
-        raise Unresolved(f"**kwargs of type {type(obj).__name__}")
+        raise Unresolved(f"**kwargs of type {_type_name(type(obj))}")
     keys = list(dict.keys(obj))  # type: ignore[arg-type]
     if not all(type(k) is str for k in keys):
         raise Unresolved("**kwargs with keys that are not strings")
     return frozenset(keys)
+
+
+def describe(obj: object) -> str:
+    """Name `obj` for a message without running any of its code (no ``repr``, no
+    attribute of the user's): a plain function (bound or not) by its qualified name,
+    anything else by its class."""
+    if type(obj) is types.MethodType:
+        obj = obj.__func__  # type: ignore[attr-defined]
+    if type(obj) is types.FunctionType:
+        module = obj.__module__  # type: ignore[attr-defined]
+        prefix = f"{module}." if type(module) is str else ""
+        return prefix + obj.__qualname__  # type: ignore[attr-defined]
+    kind = type(obj)
+    module = _type_module(kind)
+    prefix = f"{module}." if type(module) is str and module != "builtins" else ""
+    return f"a {prefix}{_type_qualname(kind)} object"

@@ -35,6 +35,7 @@ from contextvars import ContextVar
 from types import FrameType
 
 from .. import codecache
+from ..callsite.readback import describe
 from ..registry import Entry
 from . import fastpath
 from .arming import ArmingCore
@@ -308,10 +309,7 @@ _ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE
 def _describe(profile: object) -> str:
     if profile is None:
         return "nothing (sys.setprofile(None))"
-    kind = type(profile)
-    if getattr(profile, "__qualname__", None):
-        return f"{profile.__module__}.{profile.__qualname__}"  # type: ignore[attr-defined]
-    return f"a {kind.__module__}.{kind.__qualname__} object"
+    return describe(profile)  # the user's object: none of its code runs to name it
 
 
 def _close(hook: _Hook) -> None:

@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from types import CodeType
 
 from .. import codecache
+from ..callsite.readback import describe
 from ..registry import Entry, installed
 from . import fastpath
 from .arming import ArmingCore
@@ -126,7 +127,7 @@ class SysMonitoringCore(ArmingCore):
             return f"sys.monitoring tool id {tool} was freed or taken by another tool"
         previous = monitoring.register_callback(tool, monitoring.events.PY_START, self._callback)
         if previous is not self._callback:
-            return f"the PY_START callback of tool id {tool} was replaced by {previous!r}"
+            return f"the PY_START callback of tool id {tool} was replaced by {describe(previous)}"
         for entry in entries:
             if not monitoring.get_local_events(tool, entry.code) & monitoring.events.PY_START:
                 return f"the events on {entry.api} were switched off by another tool"
