@@ -1,6 +1,7 @@
 """Line pragmas (``# trackgen_contract: allow CATEGORY``): in a guard, on the command line
 (through a subprocess) and under the pytest marker (through pytester)."""
 
+import importlib.abc
 import importlib.util
 import json
 import textwrap
@@ -78,6 +79,51 @@ def test_a_pragma_of_another_category_does_not_accept(tmp_path, arr):
     with pytest.raises(HotPathViolation, match="host sync on a hot path"):
         with hot_path_guard():
             mod.wrong(arr)
+
+
+class _SourceStore(importlib.abc.Loader):
+    """A loader that serves source from elsewhere than a file (an import hook, a
+    database); reading it is the user's code."""
+
+    def __init__(self, source):
+        self.source, self.reads = source, 0
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(compile(self.source, module.__file__, "exec"), module.__dict__)
+
+    def get_source(self, name):
+        self.reads += 1
+        raise LookupError("the source store is down")
+
+
+def test_a_breach_line_is_never_read_through_the_users_loader(arr):
+    # A stack summary made without reading lines (asyncio's debug mode makes them) leaves
+    # linecache a lazy entry, which would call the loader: the breach must not run it.
+    source = textwrap.dedent(
+        """\
+        import traceback
+
+        def note():
+            traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False)
+
+        def breach(a):
+            return a.numpy()
+        """
+    )
+    loader = _SourceStore(source)
+    spec = importlib.util.spec_from_loader("stored_mod", loader, origin="/nowhere/stored_mod.py")
+    mod = importlib.util.module_from_spec(spec)
+    mod.__file__ = "/nowhere/stored_mod.py"
+    loader.exec_module(mod)
+    mod.note()
+    with hot_path_guard(strict=False) as guard:
+        mod.breach(arr)
+    assert loader.reads == 0
+    assert [(v.api, v.site.lineno) for v in guard.violations] == [("wp.array.numpy()", 7)]
+    assert guard.violations[0].site.source_line() == ""  # the file is not there to read
 
 
 def test_an_unknown_category_is_an_error_naming_file_and_line(tmp_path, arr):

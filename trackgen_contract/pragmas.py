@@ -15,7 +15,6 @@ The source is read only when a breach is found, once per line: a clean run never
 from __future__ import annotations
 
 import io
-import linecache
 import os
 import re
 import tokenize
@@ -23,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .rules import CATEGORIES, Violation
-from .sites import Site
+from .sites import Site, line_of
 
 __all__ = ["Pragma", "PragmaAllowed", "PragmaError", "accepting", "at", "scan"]
 
@@ -136,7 +135,7 @@ def at(filename: str, lineno: int) -> Pragma | None:
     """The pragma on a line of source (read once per line); `PragmaError` if unreadable."""
     key = (filename, lineno)
     if key not in _lines:
-        comment = _comment(linecache.getline(filename, lineno))
+        comment = _comment(line_of(filename, lineno))
         try:
             _lines[key] = None if comment is None else parse(comment, filename, lineno)
         except PragmaError as exc:

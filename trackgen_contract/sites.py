@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import linecache
 import os
+import tokenize
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
@@ -121,10 +122,27 @@ class Site:
 
     def source_line(self) -> str:
         """The stripped source text of the line, or ``""`` when it cannot be read."""
-        return linecache.getline(self.filename, self.lineno).strip()
+        return line_of(self.filename, self.lineno).strip()
 
     def __str__(self) -> str:
         return f"{self.function} ({self.location})"
+
+
+def line_of(filename: str, lineno: int) -> str:
+    """Line `lineno` of source file `filename`, or ``""`` where it cannot be read: through
+    linecache, but never through a module's loader. A lazy entry (left by a traceback or a
+    stack summary made without reading lines) would call the loader's ``get_source``, the
+    user's code: the file itself is read then, as linecache does where the file exists."""
+    entry = linecache.cache.get(filename)
+    if entry is not None and len(entry) == 1:
+        try:
+            with tokenize.open(filename) as file:
+                lines = file.readlines()
+        except (OSError, SyntaxError, UnicodeError, ValueError):
+            return ""
+    else:
+        lines = linecache.getlines(filename)
+    return lines[lineno - 1] if 1 <= lineno <= len(lines) else ""
 
 
 def _new_table(code: CodeType) -> dict[int, Site]:
