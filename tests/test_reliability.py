@@ -514,6 +514,25 @@ def test_a_call_that_works_near_the_recursion_limit_works_guarded(arr):
     assert sys.getrecursionlimit() == limit
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 12),
+    reason="a documented limit on 3.11: its recursion limit also counts C calls that no "
+    "frame shows, so it is raised while any call is judged",
+)
+def test_judging_a_call_far_from_the_recursion_limit_leaves_the_limit_alone(arr):
+    # The limit is the whole process's: another thread reads it (and may save and put it
+    # back, keeping a raised one for good) while a call is judged here.
+    limit = sys.getrecursionlimit()
+    seen = []
+    with Tracer(lambda call: seen.append(sys.getrecursionlimit())):
+        arr.numpy()
+        wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
+    assert seen and set(seen) == {limit}
+    with hot_path_guard(strict=False):
+        wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
+        assert sys.getrecursionlimit() == limit
+
+
 def test_a_call_one_frame_short_of_the_deepest_works_guarded(arr):
     # BUG: dispatch raised the limit through a method call, and picked its tracers with a
     # comprehension (a frame on 3.11): one frame more than there was room for, so a copy

@@ -83,6 +83,12 @@ def _references_of_a_local() -> int:
 _UNSHARED = _references_of_a_local()
 
 
+# From 3.12 the recursion limit counts Python frames alone (C calls have their own), so
+# the frames on the stack say how close the limit is; 3.11's also counts C calls that no
+# frame shows (a __repr__ calling repr()), so it is raised for every call judged there.
+_DEPTH_IS_FRAMES = sys.version_info >= (3, 12)
+
+
 def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> None:
     """Report a watched call, about to run in `frame`, to the running `tracers` of this
     thread that watch its kind of operation.
@@ -106,13 +112,20 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     __tracebackhide__ = True  # read by pytest
     counted = collecting = False
     try:
-        if headroom.users == 0:
+        needed = headroom.users == 0
+        if needed and _DEPTH_IS_FRAMES:
+            try:
+                sys._getframe(sys.getrecursionlimit() - ROOM)
+            except ValueError:  # ROOM frames below the limit: the user's limit will do
+                needed = False
+        if needed:
             limit = sys.getrecursionlimit()
             if limit != headroom.saved + ROOM:  # else: raised still, not yet put back
                 headroom.saved = limit
                 sys.setrecursionlimit(limit + ROOM)
-        headroom.users += 1
-        counted = True
+        if needed or headroom.users:
+            headroom.users += 1
+            counted = True
         collecting = gc.isenabled()
         gc.disable()  # no finaliser runs in the middle of judging
         _judge(live, entry, frame)

@@ -2,8 +2,10 @@
 
 The rules run inside the tracer's callback, a few frames above the user's call: a call
 that works unguarded at the deepest nesting its own body allows must not become a
-RecursionError under a guard. So the limit is raised while a call is judged (in any
-thread: the last one out puts it back).
+RecursionError under a guard. So the limit is raised while a call is judged within
+`ROOM` frames of it (on 3.11, while any call is judged: see `dispatch`), in any thread,
+and the last one out puts it back. Elsewhere the process-wide limit is left alone: other
+threads read and set it as they would unguarded.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ ROOM = 200  # frames: far more than judging one call takes
 
 
 class _Headroom:
-    """The recursion limit, raised while any call is judged (in any thread).
+    """The recursion limit, raised while a call near it is judged (in any thread).
 
     `dispatch` raises it, unless it is raised already, inline: a method called for it
     would need a frame, and near the limit there is none. It then counts itself in
