@@ -572,6 +572,21 @@ def test_programs_own_strict_guard(tmp_path):
     assert "HotPathViolation: host sync on a hot path" in err and "trace.py" not in err
 
 
+def test_file_removed_from_the_main_the_script_ran_in(tmp_path):
+    # Python takes __file__ out of the __main__ the script ran in, not out of a module the
+    # program put in its place.
+    source = """\
+        import atexit, sys, types
+        original = sys.modules["__main__"]
+        stand_in = types.ModuleType("__main__")
+        stand_in.__file__ = "/somewhere/else.py"
+        sys.modules["__main__"] = stand_in
+        atexit.register(lambda: print(stand_in.__file__, "__file__" in vars(original)))
+        """
+    plain, traced = both_ways(tmp_path, source)
+    assert traced[1] == plain[1] == "/somewhere/else.py False\n"
+
+
 def test_syntax_error(tmp_path):
     status, _, err = trace(program(tmp_path, "def (:\n"))
     assert status == 1

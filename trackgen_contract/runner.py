@@ -46,6 +46,7 @@ class Program:
     imported_from_path0: bool = False  # a directory or zip: first on sys.path even with -P
     package_named: bool = False  # ``-m package``, which runs its __main__
     importing_package: bool = False  # while `run` imports the package of a -m program
+    namespace: dict[str, object] | None = None  # the __main__ it runs in, once it runs
 
     @classmethod
     def script(cls, path: str, args: list[str]) -> Program:
@@ -128,6 +129,7 @@ class Program:
         # The program's __main__ stays after it ran: its threads and atexit handlers run
         # next, as in Python, and pickle its classes by it.
         sys.modules["__main__"] = main
+        self.namespace = main.__dict__
         spec = self.attributes.get("__spec__")
         if isinstance(spec, ModuleSpec) and spec.parent and spec.parent != "__main__":
             self.importing_package = True
@@ -151,11 +153,11 @@ class Program:
 
     def done(self) -> None:
         """What Python does once a script file ran, failed or not: it takes ``__file__``
-        and ``__cached__`` out of ``__main__`` (an atexit handler finds none)."""
-        main = sys.modules.get("__main__")
-        if not self.through_runpy and main is not None:
+        and ``__cached__`` out of the ``__main__`` it ran in (an atexit handler finds
+        none there), whatever module the program put in its place."""
+        if not self.through_runpy and self.namespace is not None:
             for name in ("__file__", "__cached__"):
-                main.__dict__.pop(name, None)
+                self.namespace.pop(name, None)
 
     def print_failure(self, exc: BaseException) -> SystemExit | None:
         """Report the exception that ended the program as Python would: ``sys.last_exc``
