@@ -572,6 +572,53 @@ def test_programs_own_strict_guard(tmp_path):
     assert "HotPathViolation: host sync on a hot path" in err and "trace.py" not in err
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_forked_child_ending_by_sys_exit_ends_as_under_python(tmp_path):
+    # BUG: the child returned through the command line and printed a report of its own
+    # (the parent's breaches again), wrote the report files, and exited 100.
+    source = PRELUDE + textwrap.dedent(
+        """\
+        import atexit, os
+        pid = os.fork()
+        if pid == 0:
+            atexit.register(print, "child atexit", flush=True)
+            sys.exit(3)
+        print("child exit status", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        """
+    )
+    plain, traced = both_ways(tmp_path, source, "--json", tmp_path / "r.json")
+    assert plain[1] == traced[1] == "child atexit\nchild exit status 3\n"
+    status, _, err = trace("--json", tmp_path / "r.json", tmp_path / "both.py")
+    assert status == BREACHES and err.count("trackgen_contract: exit status") == 1
+    assert load(tmp_path / "r.json")["breach_count"] == 1
+
+
+def test_a_program_that_changes_directory(tmp_path):
+    # BUG: report files were written, and sites named, relative to the directory the
+    # program left the process in.
+    (tmp_path / "elsewhere").mkdir()
+    source = PRELUDE + "import os\nos.chdir('elsewhere')\n"
+    path = program(tmp_path, source)
+    status, _, err = trace("--json", "r.json", "--sarif", "r.sarif", path.name, cwd=tmp_path)
+    assert status == BREACHES
+    assert "  <module>  prog.py:9" in err
+    assert load(tmp_path / "r.json")["breach_count"] == 1
+    assert (tmp_path / "r.sarif").exists() and not list((tmp_path / "elsewhere").iterdir())
+
+
+def test_the_report_imports_nothing_from_the_programs_directory(tmp_path):
+    # BUG: from 3.13 the SARIF writer imported urllib.request on first use, after the
+    # program ran, with the program's directory first on sys.path: a module there named as
+    # one that pulls in (ipaddress) was imported and ended the command line.
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "ipaddress.py").write_text("raise ImportError('not the stdlib one')\n")
+    path = program(tmp_path / "app", PRELUDE)
+    status, _, err = trace("--sarif", tmp_path / "r.sarif", path)
+    assert status == BREACHES, err
+    assert "not the stdlib one" not in err
+    assert json.loads((tmp_path / "r.sarif").read_text())["runs"][0]["results"]
+
+
 def test_file_removed_from_the_main_the_script_ran_in(tmp_path):
     # Python takes __file__ out of the __main__ the script ran in, not out of a module the
     # program put in its place.

@@ -48,13 +48,25 @@ def _rule(category: str) -> dict:
     }
 
 
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _file_uri(path: str) -> str:
+    """``file://`` and an absolute path, percent-encoded as pathlib's ``as_uri`` writes it
+    on POSIX, with no module imported: from 3.13 ``as_uri`` imports ``urllib.request`` on
+    first use, and when the report is written a module in the program's directory could
+    stand in for one that pulls in."""
+    quoted = (chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in os.fsencode(path))
+    return "file://" + "".join(quoted)
+
+
 def _location(row: Row, root: Path) -> dict:
     site = row.site
     inside = relative_path(site.filename, root)
     if inside is not None:
         artifact = {"uri": inside, "uriBaseId": _ROOT}
     elif os.path.isabs(site.filename):
-        artifact = {"uri": Path(site.filename).as_uri()}
+        artifact = {"uri": _file_uri(site.filename)}
     else:  # "<string>", "<stdin>": no file to point at
         artifact = {"uri": site.filename.strip("<>") or "unknown"}
     region: dict = {"startLine": max(site.lineno, 1)}
@@ -127,7 +139,7 @@ def document(
                 "rules": [_rule(c) for c in CATEGORIES],
             }
         },
-        "originalUriBaseIds": {_ROOT: {"uri": root.as_uri() + "/"}},
+        "originalUriBaseIds": {_ROOT: {"uri": _file_uri(str(root)) + "/"}},
         "results": results,
         "columnKind": "unicodeCodePoints",
     }

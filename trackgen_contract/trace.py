@@ -275,6 +275,10 @@ class _Setup:
     options: argparse.Namespace
     baseline: baselines.Baseline | None
     hot: tuple[tuple[str, str, CodeType | None], ...]  # see _hot_path
+    outputs: dict[str, str]  # option -> the absolute path of the file it writes
+    root: os.PathLike[str]  # the project's, found from the working directory at the start
+    cwd: str  # the working directory at the start, which the report's paths are under
+    tool_path: list[str]  # sys.path before the program's own first entry was put in
 
 
 def _setup(argv: list[str]) -> _Setup:
@@ -295,10 +299,13 @@ def _setup(argv: list[str]) -> _Setup:
         allow=[_allow_key(a, program) for a in options.allow],
         keep_arrays=False,
     )
+    outputs = {}
     for option in ("json", "sarif", "write_baseline"):
         path = getattr(options, option)
         if path:
             check_writable(path, "--" + option.replace("_", "-"))
+            outputs[option] = os.path.abspath(path)  # the program may change directory
+    root, cwd, tool_path = project_root(), os.getcwd(), list(sys.path)
     baseline = None
     if options.baseline:
         try:
@@ -307,7 +314,7 @@ def _setup(argv: list[str]) -> _Setup:
             raise UsageError(f"--baseline {exc}") from None
     program.prepare()
     hot = tuple(_hot_path(target, program) for target in options.hot)
-    return _Setup(program, policy, options, baseline, hot)
+    return _Setup(program, policy, options, baseline, hot, outputs, root, cwd, tool_path)
 
 
 # --- running ------------------------------------------------------------------------------
@@ -435,8 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     if setup.baseline is not None:
         known = setup.baseline
         recording.tolerated = lambda v: known.lists(baselines.identity(_row_of(v)))
+    parent = os.getpid()
     ending = _run(setup.program, recording)
-    status = _finish(setup, recording, ending.status)
+    if os.getpid() != parent:  # a child the program forked, ended as Python ends it
+        status = 0 if ending.status is None else ending.status
+    else:
+        status = _finish(setup, recording, ending.status)
     if ending.interrupted and status == 130 and os.name == "posix":
         _die_by_sigint()
     return status
@@ -450,7 +461,31 @@ def _row_of(violation: Violation) -> Row:
 
 
 def _finish(setup: _Setup, recording: Recording, status: int | None) -> int:
-    root = project_root()
+    # Made where the tool started, whatever the program did: its paths relative to the
+    # working directory it was given, and on the tool's own sys.path (a module imported on
+    # first use is not one of the program's directory).
+    program_path, program_cwd = list(sys.path), _getcwd()
+    sys.path[:] = setup.tool_path
+    with contextlib.suppress(OSError):  # gone since: paths are shown in full then
+        os.chdir(setup.cwd)
+    try:
+        return _report(setup, recording, status)
+    finally:
+        sys.path[:] = program_path
+        if program_cwd is not None:
+            with contextlib.suppress(OSError):
+                os.chdir(program_cwd)
+
+
+def _getcwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the program's working directory was removed
+        return None
+
+
+def _report(setup: _Setup, recording: Recording, status: int | None) -> int:
+    root = setup.root
     scoped = Scoped(recording, hotpaths.marked())
     findings = _findings(setup, scoped, root)
     outcome = _outcome(status, findings)
@@ -533,7 +568,7 @@ def _write(setup: _Setup, findings: Findings, outcome: Outcome, root: os.PathLik
             warp_version=getattr(warp, "__version__", None),
             path_of=_path_of(root),
         )
-        write_atomic(options.json, json.dumps(document, indent=2) + "\n")
+        write_atomic(setup.outputs["json"], json.dumps(document, indent=2) + "\n")
     if options.sarif:
         log = sarifs.document(
             findings.breaches,
@@ -543,11 +578,11 @@ def _write(setup: _Setup, findings: Findings, outcome: Outcome, root: os.PathLik
             exit_code=outcome.status,
             with_baseline=findings.baseline is not None and not options.write_baseline,
         )
-        sarifs.write(options.sarif, log)
+        sarifs.write(setup.outputs["sarif"], log)
     if options.write_baseline:
         rows = [r for r in findings.let_through if r.allowed_by == "baseline"]
         entries = baselines.entries(((r, None) for r in rows), _path_of(root))
-        baselines.write(options.write_baseline, entries)
+        baselines.write(setup.outputs["write_baseline"], entries)
         print(
             f"trackgen_contract: wrote {len(entries)} baseline entr"
             f"{'y' if len(entries) == 1 else 'ies'} to {options.write_baseline}",
