@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import weakref
 
@@ -531,6 +532,68 @@ def test_judging_a_call_far_from_the_recursion_limit_leaves_the_limit_alone(arr)
     with hot_path_guard(strict=False):
         wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
         assert sys.getrecursionlimit() == limit
+
+
+def _at_depth(depth, fn):
+    """`fn()` called with `depth` frames on the stack."""
+    return _at_depth(depth, fn) if _depth() < depth else fn()
+
+
+def test_a_limit_left_raised_is_not_put_back_under_a_call_judged_with_it(arr):
+    # BUG: a call judged while the limit was left raised (after a call at the deepest
+    # nesting) did not count itself in, so another thread's judged call put the limit back
+    # under it, and the call, which works unguarded, raised RecursionError.
+    limit = sys.getrecursionlimit()
+    deepest = _deepest_working(wp.synchronize)
+    outer = hot_path_guard(strict=False)
+    outer.__enter__()
+    try:
+        _nest(deepest, wp.synchronize)  # judged at the deepest nesting: the limit stays up
+        assert sys.getrecursionlimit() == limit + 200
+        other_judged, done = threading.Event(), threading.Event()
+
+        def other():
+            other_judged.wait()
+            with hot_path_guard(strict=False):
+                wp.synchronize()
+            done.set()
+
+        def on_call(call):
+            other_judged.set()
+            done.wait()
+            assert call.site is not None and call.explicit is not None
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        with Tracer(on_call):
+            _at_depth(limit - 6, wp.synchronize)  # works unguarded: far less deep
+        thread.join()
+    finally:
+        outer.__exit__(None, None, None)
+    assert sys.getrecursionlimit() == limit
+
+
+def test_a_recursion_limit_of_exactly_the_room_judging_takes():
+    # BUG: the saved limit started at 0, so in a process whose first judged call met a
+    # user's limit of 200, it read as "raised by the guard, not put back yet", and the
+    # guard set it to 0 (ValueError in the call). A fresh process: the first call counts.
+    script = textwrap.dedent(
+        """\
+        import sys
+        import warp as wp
+        wp.config.quiet = True
+        wp.init()
+        from trackgen_contract import hot_path_guard
+        sys.setrecursionlimit(200)
+        with hot_path_guard(strict=False) as guard:
+            wp.synchronize()
+        print(sys.getrecursionlimit(), len(guard.violations))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines()[-1:] == ["200 1"], done.stderr[-2000:]
 
 
 def test_a_call_one_frame_short_of_the_deepest_works_guarded(arr):

@@ -114,10 +114,12 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     try:
         needed = headroom.users == 0
         if needed and _DEPTH_IS_FRAMES:
-            try:
-                sys._getframe(sys.getrecursionlimit() - ROOM)
-            except ValueError:  # ROOM frames below the limit: the user's limit will do
-                needed = False
+            limit = sys.getrecursionlimit()
+            if limit != headroom.saved + ROOM:  # else raised still: counted in, kept up
+                try:
+                    sys._getframe(limit - ROOM)
+                except ValueError:  # ROOM frames below the limit: the user's limit will do
+                    needed = False
         if needed:
             limit = sys.getrecursionlimit()
             if limit != headroom.saved + ROOM:  # else: raised still, not yet put back

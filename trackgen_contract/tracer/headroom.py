@@ -29,7 +29,7 @@ class _Headroom:
 
     def __init__(self) -> None:
         self.users = 0
-        self.saved = 0
+        self.saved = -ROOM  # saved + ROOM is then 0, a limit no one can set
 
     def settle(self) -> None:
         """Put the user's limit back once nobody is judging (where the stack is too deep
