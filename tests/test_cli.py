@@ -634,6 +634,14 @@ def test_file_removed_from_the_main_the_script_ran_in(tmp_path):
     assert traced[1] == plain[1] == "/somewhere/else.py False\n"
 
 
+@pytest.mark.parametrize("change", ["sys.path = tuple(sys.path)", "del sys.path"])
+def test_a_program_that_replaces_sys_path(tmp_path, change):
+    # BUG: the report was made on the tool's sys.path by assigning into the program's.
+    source = f"import sys\nimport warp\n{change}\nimport atexit\natexit.register(print, 'done')\n"
+    plain, traced = both_ways(tmp_path, source)
+    assert plain == (0, "done\n", "") and traced[:2] == (NOTHING_CHECKED, "done\n")
+
+
 def test_syntax_error(tmp_path):
     status, _, err = trace(program(tmp_path, "def (:\n"))
     assert status == 1

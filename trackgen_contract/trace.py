@@ -464,14 +464,17 @@ def _finish(setup: _Setup, recording: Recording, status: int | None) -> int:
     # Made where the tool started, whatever the program did: its paths relative to the
     # working directory it was given, and on the tool's own sys.path (a module imported on
     # first use is not one of the program's directory).
-    program_path, program_cwd = list(sys.path), _getcwd()
-    sys.path[:] = setup.tool_path
+    program_path, program_cwd = getattr(sys, "path", None), _getcwd()
+    sys.path = list(setup.tool_path)  # the program's own object (or none) is put back
     with contextlib.suppress(OSError):  # gone since: paths are shown in full then
         os.chdir(setup.cwd)
     try:
         return _report(setup, recording, status)
     finally:
-        sys.path[:] = program_path
+        if program_path is None:
+            del sys.path
+        else:
+            sys.path = program_path
         if program_cwd is not None:
             with contextlib.suppress(OSError):
                 os.chdir(program_cwd)
