@@ -1,12 +1,17 @@
 """Line pragmas (``# trackgen_contract: allow CATEGORY``): in a guard, on the command line
 (through a subprocess) and under the pytest marker (through pytester)."""
 
+import importlib
 import importlib.abc
 import importlib.util
 import json
+import linecache
+import sys
 import textwrap
+import zipfile
 
 import pytest
+import warp as wp
 from test_cli import BREACHES, PRELUDE, program, trace
 
 from trackgen_contract import HotPathViolation, hot_path_guard
@@ -124,6 +129,57 @@ def test_a_breach_line_is_never_read_through_the_users_loader(arr):
     assert loader.reads == 0
     assert [(v.api, v.site.lineno) for v in guard.violations] == [("wp.array.numpy()", 7)]
     assert guard.violations[0].site.source_line() == ""  # the file is not there to read
+
+
+class _PathFinder:
+    """A path entry finder of the user's, as a sys.path_hooks hook makes one."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def find_spec(self, name, target=None):
+        return None
+
+    def get_data(self, path):
+        self.reads += 1
+        raise RuntimeError("the user's get_data ran")
+
+
+def test_a_breach_line_is_never_asked_of_the_users_path_finders(tmp_path, arr):
+    # BUG (3.14+): for a file not on disk linecache asks the finder of each directory
+    # above it in sys.path_importer_cache, the user's too; its exception reached the call.
+    finder = _PathFinder()
+    where = str(tmp_path / "nowhere")
+    sys.path_importer_cache[where] = finder
+    try:
+        namespace = {"wp": wp, "__name__": "gen"}
+        exec(compile("def step(a):\n    a.numpy()\n", f"{where}/gen.py", "exec"), namespace)
+        with hot_path_guard(strict=False) as guard:
+            namespace["step"](arr)
+    finally:
+        del sys.path_importer_cache[where]
+    assert finder.reads == 0 and len(guard.violations) == 1
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["read", "a lazy linecache entry"])
+def test_a_pragma_in_a_module_imported_from_a_zip_archive(tmp_path, arr, lazy):
+    archive = tmp_path / "app.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("zipped_mod.py", SOURCE)
+    sys.path.insert(0, str(archive))
+    try:
+        mod = importlib.import_module("zipped_mod")
+        if lazy:  # as a stack summary made without its lines leaves it
+            linecache.lazycache(mod.__file__, vars(mod))
+        with hot_path_guard(strict=False) as guard:
+            mod.accepted(arr)
+    finally:
+        sys.path.remove(str(archive))
+        sys.modules.pop("zipped_mod", None)
+        linecache.checkcache()
+    assert guard.violations == [] and guard.allowed == [
+        ("wp.array.numpy", "zipped_mod", "accepted")
+    ]
 
 
 def test_an_unknown_category_is_an_error_naming_file_and_line(tmp_path, arr):

@@ -9,6 +9,8 @@ import jsonschema
 import pytest
 from test_cli import BREACHES, PRELUDE, TESTS, program, trace
 
+from trackgen_contract import sarif
+
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
 
 pytest_plugins = ["pytester"]
@@ -18,6 +20,13 @@ def valid(path):
     log = json.loads(Path(path).read_text())
     jsonschema.Draft4Validator(SCHEMA).validate(log)
     return log
+
+
+@pytest.mark.parametrize(
+    "path", ["/tmp/a b/c%d.py", "/tmp/./x/../ü.py", "/tmp/q?#&=+,;@:$!'()*[]~.py", "/tmp/dir/"]
+)
+def test_file_uris_are_as_pathlib_writes_them(path):
+    assert sarif._file_uri(path) == Path(path).as_uri()
 
 
 def test_the_schema_catches_a_broken_log(tmp_path):

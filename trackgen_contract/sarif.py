@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .project import relative_path, write_atomic
 from .recording import Row
@@ -56,7 +56,8 @@ def _file_uri(path: str) -> str:
     on POSIX, with no module imported: from 3.13 ``as_uri`` imports ``urllib.request`` on
     first use, and when the report is written a module in the program's directory could
     stand in for one that pulls in."""
-    quoted = (chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in os.fsencode(path))
+    normal = str(PurePosixPath(path))  # as pathlib reads it: "/./" and a final "/" go
+    quoted = (chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in os.fsencode(normal))
     return "file://" + "".join(quoted)
 
 

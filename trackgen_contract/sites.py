@@ -11,9 +11,12 @@ site.
 from __future__ import annotations
 
 import importlib.util
+import io
 import linecache
 import os
+import sys
 import tokenize
+import zipimport
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
@@ -129,20 +132,42 @@ class Site:
 
 
 def line_of(filename: str, lineno: int) -> str:
-    """Line `lineno` of source file `filename`, or ``""`` where it cannot be read: through
-    linecache, but never through a module's loader. A lazy entry (left by a traceback or a
-    stack summary made without reading lines) would call the loader's ``get_source``, the
-    user's code: the file itself is read then, as linecache does where the file exists."""
+    """Line `lineno` of source file `filename`, or ``""`` where it cannot be read: linecache's
+    copy where it holds one, else the file, else the file in a zip archive on sys.path.
+
+    Never through linecache's loading, which may run the user's code: a lazy entry (left by
+    a stack summary made without its lines) calls the module loader's ``get_source``, and
+    from 3.14 a file that is not on disk is asked of the path finders of its directories,
+    any of which may be the user's. A zip archive is read by CPython's own importer only."""
     entry = linecache.cache.get(filename)
-    if entry is not None and len(entry) == 1:
-        try:
-            with tokenize.open(filename) as file:
-                lines = file.readlines()
-        except (OSError, SyntaxError, UnicodeError, ValueError):
-            return ""
-    else:
-        lines = linecache.getlines(filename)
+    lines = entry[2] if entry is not None and len(entry) != 1 else _read_lines(filename)
     return lines[lineno - 1] if 1 <= lineno <= len(lines) else ""
+
+
+def _read_lines(filename: str) -> list[str]:
+    try:
+        if os.path.isfile(filename):
+            with tokenize.open(filename) as file:
+                return file.readlines()
+        data = _archived(filename)
+        if data is None:
+            return []
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding).splitlines(keepends=True)
+    except (OSError, SyntaxError, UnicodeError, ValueError, zipimport.ZipImportError):
+        return []
+
+
+def _archived(filename: str) -> bytes | None:
+    """The bytes of `filename` inside a zip archive that CPython's zipimporter serves on
+    sys.path (one of its directories), or None."""
+    directory = os.path.dirname(filename)
+    while directory and directory != os.path.dirname(directory):
+        importer = sys.path_importer_cache.get(directory)
+        if type(importer) is zipimport.zipimporter:
+            return importer.get_data(filename)
+        directory = os.path.dirname(directory)
+    return None
 
 
 def _new_table(code: CodeType) -> dict[int, Site]:

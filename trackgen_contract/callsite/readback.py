@@ -248,6 +248,8 @@ def describe(obj: object) -> str:
     """Name `obj` for a message without running any of its code (no ``repr``, no
     attribute of the user's): a plain function (bound or not) by its qualified name,
     anything else by its class."""
+    if obj is None:
+        return "nothing"
     if type(obj) is types.MethodType:
         obj = obj.__func__  # type: ignore[attr-defined]
     if type(obj) is types.FunctionType:
