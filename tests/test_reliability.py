@@ -539,6 +539,11 @@ def _at_depth(depth, fn):
     return _at_depth(depth, fn) if _depth() < depth else fn()
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 12),
+    reason="3.11 raises the limit for every judged call (no depth probe), and its profile "
+    "function takes frames of its own at every call this near the limit",
+)
 def test_a_limit_left_raised_is_not_put_back_under_a_call_judged_with_it(arr):
     # BUG: a call judged while the limit was left raised (after a call at the deepest
     # nesting) did not count itself in, so another thread's judged call put the limit back
