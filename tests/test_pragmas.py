@@ -6,6 +6,7 @@ import importlib.abc
 import importlib.util
 import json
 import linecache
+import py_compile
 import sys
 import textwrap
 import zipfile
@@ -180,6 +181,51 @@ def test_a_pragma_in_a_module_imported_from_a_zip_archive(tmp_path, arr, lazy):
     assert guard.violations == [] and guard.allowed == [
         ("wp.array.numpy", "zipped_mod", "accepted")
     ]
+
+
+def test_lines_of_a_zipped_module_are_counted_as_python_counts_them(tmp_path, arr):
+    # A form feed on a line of its own (a page break) is no line end: str.splitlines()
+    # took it for one, and read the pragma off the line before.
+    archive = tmp_path / "paged.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("paged_mod.py", "import warp as wp\n\f\n" + SOURCE.split("\n", 1)[1])
+    sys.path.insert(0, str(archive))
+    try:
+        mod = importlib.import_module("paged_mod")
+        with hot_path_guard(strict=False) as guard:
+            mod.accepted(arr)
+    finally:
+        sys.path.remove(str(archive))
+        sys.modules.pop("paged_mod", None)
+    assert guard.violations == [] and len(guard.allowed) == 1
+
+
+def test_a_source_that_cannot_be_read_from_its_archive_is_no_line(tmp_path, arr):
+    # The module is imported from its compiled code; its source in the archive is bzip2,
+    # which zipimport cannot read (zlib.error before 3.15): the breach is recorded, and
+    # nothing reaches the call.
+    source = SOURCE + "\ndef plain(a):\n    return a.numpy()\n"
+    compiled = tmp_path / "broken_mod.pyc"
+    (tmp_path / "broken_mod.py").write_text(source)
+    archive = tmp_path / "broken.zip"
+    py_compile.compile(
+        str(tmp_path / "broken_mod.py"),
+        cfile=str(compiled),
+        dfile=str(archive / "broken_mod.py"),
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.write(compiled, "broken_mod.pyc")
+        zipped.writestr("broken_mod.py", source, compress_type=zipfile.ZIP_BZIP2)
+    sys.path.insert(0, str(archive))
+    try:
+        mod = importlib.import_module("broken_mod")
+        with hot_path_guard(strict=False) as guard:
+            mod.plain(arr)
+    finally:
+        sys.path.remove(str(archive))
+        sys.modules.pop("broken_mod", None)
+    assert [v.api for v in guard.violations] == ["wp.array.numpy()"]
 
 
 def test_an_unknown_category_is_an_error_naming_file_and_line(tmp_path, arr):

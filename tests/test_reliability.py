@@ -35,6 +35,7 @@ from trackgen_contract import (
     no_host_sync,
     stream_explicit,
 )
+from trackgen_contract.tracer.headroom import headroom
 
 PY311 = sys.version_info < (3, 12)
 CHILDREN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reliability")
@@ -575,6 +576,42 @@ def test_a_limit_left_raised_is_not_put_back_under_a_call_judged_with_it(arr):
         thread.join()
     finally:
         outer.__exit__(None, None, None)
+    assert sys.getrecursionlimit() == limit
+
+
+def test_a_limit_the_program_sets_to_what_a_raised_one_read_stands(arr):
+    # BUG: a limit the program set, after a guard had raised it and put it back, to the
+    # very value the raised one had was taken for the guard's and put back.
+    limit = sys.getrecursionlimit()
+    try:
+        with hot_path_guard(strict=False):
+            _at_depth(limit - 150, wp.synchronize)  # judged within 200 frames of the limit
+        assert sys.getrecursionlimit() == limit
+        sys.setrecursionlimit(limit + 200)
+        with hot_path_guard(strict=False):
+            wp.synchronize()
+        assert sys.getrecursionlimit() == limit + 200
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_a_judged_call_counts_itself_in_before_it_raises_the_limit(arr, monkeypatch):
+    # BUG: the limit was raised before the call counted itself in: a thread switch (or a
+    # signal handler) right after the raise could let another thread's judged call see
+    # no one counted and put the limit back under it.
+    users_at_raise = []
+    set_limit = sys.setrecursionlimit
+
+    def recording(value):
+        users_at_raise.append((value, headroom.users))
+        set_limit(value)
+
+    limit = sys.getrecursionlimit()
+    monkeypatch.setattr(sys, "setrecursionlimit", recording)
+    with hot_path_guard(strict=False):
+        _at_depth(limit - 150, wp.synchronize)
+    monkeypatch.undo()
+    assert users_at_raise[0] == (limit + 200, 1)
     assert sys.getrecursionlimit() == limit
 
 

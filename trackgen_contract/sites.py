@@ -145,28 +145,52 @@ def line_of(filename: str, lineno: int) -> str:
 
 
 def _read_lines(filename: str) -> list[str]:
+    # Any failure of reading (a zip archive cut short or not deflated: zlib.error,
+    # EOFError) means no line: it must not reach the call being judged.
     try:
-        if os.path.isfile(filename):
-            with tokenize.open(filename) as file:
+        path = _on_disk(filename)
+        if path is not None:
+            with tokenize.open(path) as file:
                 return file.readlines()
         data = _archived(filename)
         if data is None:
             return []
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding).splitlines(keepends=True)
-    except (OSError, SyntaxError, UnicodeError, ValueError, zipimport.ZipImportError):
+        with io.TextIOWrapper(io.BytesIO(data), encoding) as text:  # lines as Python's
+            return text.readlines()
+    except Exception:
         return []
+
+
+def _on_disk(filename: str) -> str | None:
+    """`filename`, or a relative one found below a directory of sys.path (as linecache
+    looks for it), where it is a file on disk."""
+    if os.path.isfile(filename):
+        return filename
+    path = getattr(sys, "path", None)
+    if os.path.isabs(filename) or type(path) is not list:
+        return None
+    for directory in list(path):
+        if type(directory) is str and os.path.isfile(os.path.join(directory, filename)):
+            return os.path.join(directory, filename)
+    return None
 
 
 def _archived(filename: str) -> bytes | None:
     """The bytes of `filename` inside a zip archive that CPython's zipimporter serves on
-    sys.path (one of its directories), or None."""
-    directory = os.path.dirname(filename)
-    while directory and directory != os.path.dirname(directory):
-        importer = sys.path_importer_cache.get(directory)
-        if type(importer) is zipimport.zipimporter:
-            return importer.get_data(filename)
+    sys.path (at one of its directories), or None. The importers are found by scanning
+    the cache with plain ``str`` keys: a lookup would compare with its keys, which may be
+    the program's ``str`` subclasses."""
+    cache = getattr(sys, "path_importer_cache", None)
+    if type(cache) is not dict:
+        return None
+    above, directory = set(), os.path.dirname(filename)
+    while directory and directory not in above:
+        above.add(directory)
         directory = os.path.dirname(directory)
+    for key, importer in list(dict.items(cache)):
+        if type(key) is str and type(importer) is zipimport.zipimporter and key in above:
+            return importer.get_data(filename)
     return None
 
 

@@ -100,8 +100,8 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     # Judging runs a few frames above the user's call: near the recursion limit it gets
     # the room it needs (see headroom), so a call that works unguarded works guarded. Up
     # to the limit raised, no Python call (no comprehension either: a frame on 3.11).
-    # Counted in right after the limit is raised, with no call in between that a signal
-    # could cut, and out first thing; a limit left raised is put back by a later settle.
+    # Counted in before the limit is raised (no settle puts it back under a call counted
+    # in), and out first thing; a limit left raised is put back by a later settle.
     thread = threading.get_ident()
     live = []
     for tracer in tracers:
@@ -112,22 +112,22 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     __tracebackhide__ = True  # read by pytest
     counted = collecting = False
     try:
-        needed = headroom.users == 0
+        limit = sys.getrecursionlimit()
+        raised = headroom.raised and limit == headroom.saved + ROOM  # not put back yet
+        needed = not raised
         if needed and _DEPTH_IS_FRAMES:
-            limit = sys.getrecursionlimit()
-            if limit != headroom.saved + ROOM:  # else raised still: counted in, kept up
-                try:
-                    sys._getframe(limit - ROOM)
-                except ValueError:  # ROOM frames below the limit: the user's limit will do
-                    needed = False
-        if needed:
-            limit = sys.getrecursionlimit()
-            if limit != headroom.saved + ROOM:  # else: raised still, not yet put back
-                headroom.saved = limit
-                sys.setrecursionlimit(limit + ROOM)
-        if needed or headroom.users:
+            try:
+                sys._getframe(limit - ROOM)
+            except ValueError:  # ROOM frames below the limit: the user's limit will do
+                needed = False
+        if needed or raised:
             headroom.users += 1
             counted = True
+        if needed:
+            limit = sys.getrecursionlimit()
+            if not (headroom.raised and limit == headroom.saved + ROOM):  # another thread's
+                headroom.saved, headroom.raised = limit, True
+                sys.setrecursionlimit(limit + ROOM)
         collecting = gc.isenabled()
         gc.disable()  # no finaliser runs in the middle of judging
         _judge(live, entry, frame)

@@ -18,27 +18,34 @@ ROOM = 200  # frames: far more than judging one call takes
 class _Headroom:
     """The recursion limit, raised while a call near it is judged (in any thread).
 
-    `dispatch` raises it, unless it is raised already, inline: a method called for it
-    would need a frame, and near the limit there is none. It then counts itself in
-    (``users += 1``), and out (``users -= 1``) before `settle`, with no call in between:
-    with the GIL that is one step for other threads and for signals alike. Everything else
-    may be cut anywhere: a limit raised and not yet counted is recognised (it equals saved
-    + ROOM) and never saved as the user's own; one not yet put back is put back by the
-    next `settle` in a shallow stack.
+    `dispatch` counts itself in (``users += 1``) and then raises it, unless it is raised
+    already, inline: a method called for it would need a frame, and near the limit there
+    is none. A call judged while it is raised counts itself in too, and each counts
+    itself out (``users -= 1``) before `settle`, which acts only when no one is counted:
+    so no one puts the limit back under a call that relies on it, whatever thread or
+    signal handler runs in between. `raised` tells the limit it raised (it reads saved +
+    ROOM) from one the program set to the same value after it was put back; a limit not
+    put back yet is put back by the next `settle` in a shallow stack, and one the program
+    set meanwhile stands.
     """
 
     def __init__(self) -> None:
         self.users = 0
-        self.saved = -ROOM  # saved + ROOM is then 0, a limit no one can set
+        self.saved = 0
+        self.raised = False  # by a judged call, and not put back yet
 
     def settle(self) -> None:
         """Put the user's limit back once nobody is judging (where the stack is too deep
-        for it still, a later call does it)."""
-        if self.users == 0 and sys.getrecursionlimit() == self.saved + ROOM:
-            try:  # noqa: SIM105 (contextlib.suppress costs more, at every judged call)
+        for it still, a later call does it). A limit the program set meanwhile stands."""
+        if self.users == 0 and self.raised:
+            if sys.getrecursionlimit() != self.saved + ROOM:
+                self.raised = False  # the program's own since
+                return
+            try:
                 sys.setrecursionlimit(self.saved)
             except RecursionError:
-                pass
+                return
+            self.raised = False
 
     def reset_after_fork(self) -> None:
         """A forked child's judging threads are gone."""
