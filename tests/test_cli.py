@@ -587,7 +587,8 @@ def test_a_forked_child_ending_by_sys_exit_ends_as_under_python(tmp_path):
         """
     )
     plain, traced = both_ways(tmp_path, source, "--json", tmp_path / "r.json")
-    assert plain[1] == traced[1] == "child atexit\nchild exit status 3\n"
+    assert plain[1] == traced[1]  # (an older Warp prints a warning of its own first)
+    assert traced[1].endswith("child atexit\nchild exit status 3\n")
     status, _, err = trace("--json", tmp_path / "r.json", tmp_path / "both.py")
     assert status == BREACHES and err.count("trackgen_contract: exit status") == 1
     assert load(tmp_path / "r.json")["breach_count"] == 1
