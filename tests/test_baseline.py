@@ -175,10 +175,34 @@ def test_plugin_baseline(session, pytester):
     )
 
 
+@pytest.mark.parametrize(
+    "stop", ["pytest.skip('not today')", "raise RuntimeError('broke')"], ids=["skip", "fail"]
+)
+def test_a_test_stopped_before_its_listed_breach_did_not_fix_it(session, stop):
+    # BUG: a test skipped or failed before it reached a breach its baseline lists had that
+    # breach reported as fixed, with the advice to rewrite the baseline (which lost it).
+    session("gen.allocate(2)", "--hot-path-write-baseline", "b.json").assert_outcomes(passed=2)
+    result = session(f"{stop}; gen.allocate(2)", "--hot-path-baseline", "b.json")
+    assert "fixed since the baseline" not in result.stdout.str()
+
+
+def test_output_files_are_written_when_no_guarded_test_ran(session, pytester):
+    # BUG: with no marked test run (deselected, say), no file was written, and a stale one
+    # from an earlier run stayed in place for CI to upload.
+    for name in ("b.json", "s.json"):
+        (pytester.path / name).write_text("stale")
+    options = ("-k", "nothing_matches", "--hot-path-write-baseline", "b.json")
+    session("pass", *options, "--hot-path-sarif", "s.json")
+    assert json.loads((pytester.path / "b.json").read_text())["entries"] == []
+    assert json.loads((pytester.path / "s.json").read_text())["runs"][0]["results"] == []
+
+
 def test_plugin_baseline_usage_errors(session, pytester):
     result = session("pass", "--hot-path-baseline", "missing.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--hot-path-baseline missing.json: no such file*"])
+    result.stderr.fnmatch_lines(
+        ["*--hot-path-baseline missing.json: no such file (write one with --hot-path-write-*"]
+    )
     result = session("pass", "--hot-path-baseline", "a", "--hot-path-write-baseline", "b")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*go one at a time*"])

@@ -133,12 +133,13 @@ class Baseline:
         return any(e.identity == key for e in self.entries)
 
 
-def load(path: str) -> Baseline:
-    """Read a baseline file; `BaselineError` naming the file when it is not one."""
+def load(path: str, writer: str = "--write-baseline") -> Baseline:
+    """Read a baseline file; `BaselineError` naming the file when it is not one (and, for a
+    missing one, the option that writes it: `writer`)."""
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BaselineError(f"{path}: no such file (write one with --write-baseline)") from None
+        raise BaselineError(f"{path}: no such file (write one with {writer})") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineError(f"{path}: not a baseline file ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:

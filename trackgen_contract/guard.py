@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from functools import partial
 
 from . import sanction
-from .pragmas import accepting
+from .pragmas import PragmaError, accepting
 from .rules import (
     ALLOWED,
     CATEGORIES,
@@ -120,6 +120,9 @@ class HotPathGuard:
             exit if any breach was recorded (so a broad ``except`` in the code under test
             cannot hide one). With ``strict=False`` every call goes through and is
             recorded.
+
+    A line pragma that cannot be read (an unknown category) accepts nothing: the breach
+    on its line is recorded, and `PragmaError` is raised when the block ends.
     """
 
     def __init__(
@@ -165,6 +168,8 @@ class HotPathGuard:
         self._claim = threading.Lock()  # held while active: one entry at a time
         self._hidden_env: int | None = None  # the generation of the env var it hid
         self._judged = self._clean = 0  # calls judged, and answered by the clean-site path
+        # Pragmas on breaching lines that cannot be read, by (file, line): raised on exit.
+        self._unread: dict[tuple[str, int], PragmaError] = {}
         self._verdicts = SiteVerdicts(self._policy)
 
     @property
@@ -200,6 +205,7 @@ class HotPathGuard:
         self.violations, self.allowed, self.sanctioned = [], [], []
         self.blind = None
         self._judged = 0
+        self._unread = {}
         self._verdicts = SiteVerdicts(self._policy)  # the sites of this block
         self._tracer = Tracer(
             self._on_call,
@@ -228,6 +234,8 @@ class HotPathGuard:
     @entry
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
         protected(self._leave)
+        if self._unread and exc_type is None:
+            raise next(iter(self._unread.values()))
         if self.strict and exc_type is None and not self.ok:
             raise HotPathViolation(self.report())
 
@@ -258,7 +266,9 @@ class HotPathGuard:
         name, item = place
         getattr(self, name).append(item)
         if name == "violations" and self.strict:
-            raise HotPathViolation(breach_message(item))  # type: ignore[arg-type]
+            message = breach_message(item)  # type: ignore[arg-type]
+            unread = self._unread.get((item.site.filename, item.site.lineno))  # type: ignore[attr-defined]
+            raise HotPathViolation(message if unread is None else f"{message} ({unread})")
 
     def _place(self, finding: Finding) -> tuple[str, object] | None:
         """Which record a finding goes to (by attribute name), and as what."""
@@ -269,7 +279,12 @@ class HotPathGuard:
             return "allowed", violation.key
         if finding.outcome != VIOLATION:
             return None
-        accepted = accepting(violation)  # a pragma on the breaching line
+        try:
+            accepted = accepting(violation)  # a pragma on the breaching line
+        except PragmaError as error:  # it accepts nothing; raised when the block ends
+            site = violation.site
+            self._unread.setdefault((site.filename, site.lineno), error)
+            accepted = None
         if accepted is not None:
             return "allowed", accepted
         return "violations", violation

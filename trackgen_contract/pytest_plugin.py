@@ -73,6 +73,7 @@ class _Session:
     found: list[tuple[Row, str]] = field(default_factory=list)  # breaches, with their test
     allowed: list[tuple[Row, str]] = field(default_factory=list)  # pragmas, allow keys
     tests: set[str] = field(default_factory=set)  # guarded tests that ran
+    completed: set[str] = field(default_factory=set)  # those whose call phase ran to its end
     checks: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)  # where pragmas may be
     notes: list[str] = field(default_factory=list)  # the terminal summary's lines
@@ -111,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
             if path:
                 check_writable(path, option)
         if read:
-            state.baseline = baselines.load(read)
+            state.baseline = baselines.load(read, "--hot-path-write-baseline")
     except (OutputError, baselines.BaselineError) as exc:
         prefix = "" if isinstance(exc, OutputError) else "--hot-path-baseline "
         raise pytest.UsageError(f"{prefix}{exc}") from None
@@ -179,6 +180,12 @@ def _fail_on(item: pytest.Item, guard: HotPathGuard) -> None:
         if state.baseline is not None:
             text = f"new since the baseline {state.baseline.path}:\n{text}"
         raise HotPathViolation(text)
+    if guard.blind is not None:  # (a strict guard raised this on its exit)
+        pytest.fail(
+            "the guard did not see every call of the test's call phase, so it cannot vouch "
+            f"for it: {guard.blind}",
+            pytrace=False,
+        )
     if not guard.calls:
         pytest.fail(
             "nothing was checked: the test's call phase made no watched Warp call that the "
@@ -254,7 +261,12 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if call.when == "call" and _RESULT in item.stash:
-        report.trackgen_contract = item.stash[_RESULT]  # type: ignore[attr-defined]
+        result = item.stash[_RESULT]
+        # Ran to its end: what a baseline lists for it and it did not do is fixed. (Not a
+        # test skipped, failed or blind midway: it may not have reached a listed breach.)
+        excinfo = call.excinfo
+        result["completed"] = excinfo is None or excinfo.errisinstance(HotPathViolation)
+        report.trackgen_contract = result  # type: ignore[attr-defined]
     excinfo = call.excinfo
     if report.failed and excinfo is not None and excinfo.errisinstance(HotPathViolation):
         _trim(item, report, excinfo)
@@ -311,6 +323,8 @@ class _SessionHooks:
             return
         state, test = self.state, report.nodeid
         state.tests.add(test)
+        if data["completed"]:
+            state.completed.add(test)
         state.checks.update(data["checks"])
         state.found += [(_row_from(r, test), test) for r in data["breaches"]]
         state.allowed += [(_row_from(r, test), test) for r in data["let_through"]]
@@ -330,8 +344,6 @@ class _SessionHooks:
             workeroutput[_FILES_KEY] = files
             return
         state.files.update(files)
-        if not state.tests:
-            return
         status = _finish(config, state)
         if status is not None and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = status
@@ -349,7 +361,7 @@ def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
     let_through = [row for row, _ in state.allowed]
     compared = None
     if state.baseline is not None:
-        compared = baselines.compare(state.found, state.baseline, tests_run=state.tests)
+        compared = baselines.compare(state.found, state.baseline, tests_run=state.completed)
         _note_baseline(state, compared)
         let_through += [dataclasses.replace(r, allowed_by="baseline") for r in compared.accepted]
     write = config.getoption("hot_path_write_baseline", None)
@@ -372,7 +384,7 @@ def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
         )
         sarifs.write(sarif, log)
         state.notes.append(f"wrote SARIF for {len(state.tests)} guarded tests to {sarif}")
-    return _note_pragmas(state)
+    return _note_pragmas(state) if state.tests else None  # none ran: no pragma was in use
 
 
 def _merged(found: list[Row]) -> list[Row]:
