@@ -17,6 +17,7 @@ import os
 import sys
 import tokenize
 import zipimport
+import zlib
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
@@ -144,9 +145,16 @@ def line_of(filename: str, lineno: int) -> str:
     return lines[lineno - 1] if 1 <= lineno <= len(lines) else ""
 
 
+# What reading a source can raise (a zip archive cut short or not deflated: zlib.error,
+# EOFError): no line, never an error in the call being judged. Nothing broader: an
+# exception a signal handler raises meanwhile is the program's, and goes on.
+_UNREADABLE = (
+    OSError, SyntaxError, UnicodeError, ValueError, EOFError, zlib.error,
+    zipimport.ZipImportError,
+)  # fmt: skip
+
+
 def _read_lines(filename: str) -> list[str]:
-    # Any failure of reading (a zip archive cut short or not deflated: zlib.error,
-    # EOFError) means no line: it must not reach the call being judged.
     try:
         path = _on_disk(filename)
         if path is not None:
@@ -158,7 +166,7 @@ def _read_lines(filename: str) -> list[str]:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         with io.TextIOWrapper(io.BytesIO(data), encoding) as text:  # lines as Python's
             return text.readlines()
-    except Exception:
+    except _UNREADABLE:
         return []
 
 
