@@ -1,6 +1,7 @@
 """Line pragmas (``# trackgen_contract: allow CATEGORY``): in a guard, on the command line
 (through a subprocess) and under the pytest marker (through pytester)."""
 
+import contextlib
 import importlib
 import importlib.abc
 import importlib.util
@@ -162,21 +163,30 @@ def test_a_breach_line_is_never_asked_of_the_users_path_finders(tmp_path, arr):
     assert finder.reads == 0 and len(guard.violations) == 1
 
 
+@contextlib.contextmanager
+def _imported_from(archive, name):
+    """Module `name`, imported from the zip `archive`; sys.path and sys.modules as they
+    were afterwards."""
+    sys.path.insert(0, str(archive))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(archive))
+        sys.modules.pop(name, None)
+
+
 @pytest.mark.parametrize("lazy", [False, True], ids=["read", "a lazy linecache entry"])
 def test_a_pragma_in_a_module_imported_from_a_zip_archive(tmp_path, arr, lazy):
     archive = tmp_path / "app.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
         zipped.writestr("zipped_mod.py", SOURCE)
-    sys.path.insert(0, str(archive))
     try:
-        mod = importlib.import_module("zipped_mod")
-        if lazy:  # as a stack summary made without its lines leaves it
-            linecache.lazycache(mod.__file__, vars(mod))
-        with hot_path_guard(strict=False) as guard:
-            mod.accepted(arr)
+        with _imported_from(archive, "zipped_mod") as mod:
+            if lazy:  # as a stack summary made without its lines leaves it
+                linecache.lazycache(mod.__file__, vars(mod))
+            with hot_path_guard(strict=False) as guard:
+                mod.accepted(arr)
     finally:
-        sys.path.remove(str(archive))
-        sys.modules.pop("zipped_mod", None)
         linecache.checkcache()
     assert guard.violations == [] and guard.allowed == [
         ("wp.array.numpy", "zipped_mod", "accepted")
@@ -189,14 +199,8 @@ def test_lines_of_a_zipped_module_are_counted_as_python_counts_them(tmp_path, ar
     archive = tmp_path / "paged.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
         zipped.writestr("paged_mod.py", "import warp as wp\n\f\n" + SOURCE.split("\n", 1)[1])
-    sys.path.insert(0, str(archive))
-    try:
-        mod = importlib.import_module("paged_mod")
-        with hot_path_guard(strict=False) as guard:
-            mod.accepted(arr)
-    finally:
-        sys.path.remove(str(archive))
-        sys.modules.pop("paged_mod", None)
+    with _imported_from(archive, "paged_mod") as mod, hot_path_guard(strict=False) as guard:
+        mod.accepted(arr)
     assert guard.violations == [] and len(guard.allowed) == 1
 
 
@@ -217,14 +221,8 @@ def test_a_source_that_cannot_be_read_from_its_archive_is_no_line(tmp_path, arr)
     with zipfile.ZipFile(archive, "w") as zipped:
         zipped.write(compiled, "broken_mod.pyc")
         zipped.writestr("broken_mod.py", source, compress_type=zipfile.ZIP_BZIP2)
-    sys.path.insert(0, str(archive))
-    try:
-        mod = importlib.import_module("broken_mod")
-        with hot_path_guard(strict=False) as guard:
-            mod.plain(arr)
-    finally:
-        sys.path.remove(str(archive))
-        sys.modules.pop("broken_mod", None)
+    with _imported_from(archive, "broken_mod") as mod, hot_path_guard(strict=False) as guard:
+        mod.plain(arr)
     assert [v.api for v in guard.violations] == ["wp.array.numpy()"]
 
 

@@ -179,8 +179,10 @@ def _on_disk(filename: str) -> str | None:
     if os.path.isabs(filename) or type(path) is not list:
         return None
     for directory in list(path):
-        if type(directory) is str and os.path.isfile(os.path.join(directory, filename)):
-            return os.path.join(directory, filename)
+        if type(directory) is str:
+            found = os.path.join(directory, filename)
+            if os.path.isfile(found):
+                return found
     return None
 
 
