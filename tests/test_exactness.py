@@ -452,6 +452,96 @@ def test_callables_computed_in_place(arr, cmd):
     )
 
 
+LAUNCH_ALIAS = wp.launch  # the same function under another name
+
+
+def test_a_callable_chosen_by_a_branch_is_read_where_every_branch_agrees(arr, cmd, cmd2):
+    """``(f if c else g)(...)``: whichever branch ran, the callable is known where every
+    branch reads the same object (or, for a method, binds the same way); where they read
+    different functions, or one cannot be read, it is not."""
+    c, rest = arr.shape[0] > 0, (8, [arr])
+
+    def other(*args, **kwargs):
+        return wp.launch(*args, **kwargs)
+
+    def calls():
+        (wp.launch if c else LAUNCH_ALIAS)(add_one, 8, inputs=[arr], stream=None)
+        (wp.launch if c else LAUNCH_ALIAS)(add_one, *rest, stream=None)
+        (LAUNCH_ALIAS if not c else wp.launch)(add_one, 8, [arr], [], [], [], "cpu", None)
+        (wp.launch if c else LAUNCH_ALIAS)(add_one, 8, inputs=[arr])
+        (cmd if c else cmd2).launch(stream=None)
+        (cmd2 if not c else cmd).launch()
+        (wp.launch if c else other)(add_one, 8, inputs=[arr], stream=None)
+        (wp.launch if c else unbound)(add_one, 8, inputs=[arr], stream=None)  # noqa: F821
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+            Call("wp.launch", names(LAUNCH, 8)),
+            Call("wp.launch", names(LAUNCH, 2, "inputs")),
+            Call("wp.Launch.launch", CMD),
+            Call("wp.Launch.launch", CMD[:1]),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream"), knowable=False),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream"), knowable=False),
+        ],
+    )
+
+
+STREAM_KEYWORD = "stream"
+
+
+class _Keyword(str):
+    """A keyword name of the user's own type: its hash and == are the user's code."""
+
+
+def test_keyword_names_of_a_dict_display_read_from_variables(arr):
+    """``**{name: value}``: a key read from a variable is read back as a plain ``str``; a
+    ``**`` of one of several dicts is known where they all hold the same keys."""
+    local, odd = "device", _Keyword("stream")
+    c = arr.shape[0] > 0
+    fast, also_fast, slow = {"stream": None}, {"stream": None}, {"device": "cpu"}
+
+    def calls():
+        wp.launch(add_one, 8, inputs=[arr], **{STREAM_KEYWORD: None})
+        wp.launch(add_one, 8, inputs=[arr], **{local: "cpu"})
+        wp.launch(add_one, 8, inputs=[arr], **{local: "cpu", STREAM_KEYWORD: None})
+        wp.launch(add_one, 8, inputs=[arr], **{STREAM_KEYWORD if c else local: None})
+        wp.launch(add_one, 8, inputs=[arr], **{odd: None})
+        wp.launch(add_one, 8, inputs=[arr], **(fast if c else also_fast))
+        wp.launch(add_one, 8, inputs=[arr], **(fast if c else slow))
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream"), knowable=False),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream"), knowable=False),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream"), knowable=False),
+        ],
+    )
+
+
+def test_partials_made_inline_around_partials_made_inline(arr):
+    def calls():
+        functools.partial(functools.partial(wp.launch), stream=None)(add_one, 8, [arr])
+        functools.partial(functools.partial(wp.launch, add_one), 8)(inputs=[arr])
+        functools.partial(functools.partial(wp.launch, stream=None), add_one)(8, [arr])
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs")),
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+        ],
+    )
+
+
 def test_await_inside_the_arguments(arr):
     # Found in this pass on 3.12+, fixed since: an `await` in a call's arguments lost the
     # whole call. The await's CLEANUP_THROW handler jumps back into the normal path (to

@@ -4,12 +4,15 @@
 Each example writes the source of a small function that calls Warp one way and compiles it:
 
 - the callable: the function itself, an alias, an attribute, a dict entry, a branch whose
-  two sides load the same callable, a ``functools.partial`` (kept, made inline, held in a
-  list and called by index); for ``Launch.launch`` a bound method, the unbound function,
-  either one aliased, a partial of either, one of both picked from a list, and
+  two sides load the same callable (spelled alike or not), a ``functools.partial`` (kept,
+  made inline, made inline around one made inline, held in a list and called by index);
+  for ``Launch.launch`` a bound method (of a receiver picked by a branch too), the unbound
+  function, either one aliased, a partial of either, one of both picked from a list, and
   ``type(cmd).launch``;
 - the arguments: spelled out, ``*args``, ``**kwargs``, both, ``**`` of a subscript (by a
-  local or a constant key), of an attribute, of a property; one of them may be a branch.
+  local or a constant key), of an attribute, of a property, of a dict display whose keys
+  are variables, of one of two dicts with the same keys picked by a branch; one of them
+  may be a branch.
 
 The guard's verdict must be the truth wherever the shape can be read back without running
 code; where it cannot (``type(cmd).launch``, a property), the call must be judged on its
@@ -58,17 +61,19 @@ VALUES = {
 
 # How the callable is reached. The unknowable ones are judged on bound values.
 FUNCTION_FORMS = (
-    "direct", "alias", "holder", "table", "branch", "partial", "inline partial",
-    "partial by index", "partial on an object",
+    "direct", "alias", "holder", "table", "branch", "branch of aliases", "partial",
+    "inline partial", "inline partial of an inline partial", "partial by index",
+    "partial on an object",
 )  # fmt: skip
 METHOD_FORMS = (
-    "bound", "bound alias", "unbound", "unbound alias", "partial of unbound",
-    "partial of bound", "mixed list", "type(cmd)",
+    "bound", "bound alias", "bound to a branch", "unbound", "unbound alias",
+    "partial of unbound", "partial of bound", "mixed list", "type(cmd)",
 )  # fmt: skip
 # How the call's own arguments are packed.
 PACKINGS = (
     "plain", "star", "starstar", "both", "** of a subscript", "** of a constant subscript",
-    "** of an attribute", "** of a property", "* of a subscript",
+    "** of an attribute", "** of a property", "* of a subscript", "** of variable keys",
+    "** of a branch",
 )  # fmt: skip
 UNKNOWABLE = {"type(cmd)", "** of a property"}
 
@@ -112,7 +117,11 @@ class Shape:
     def knowable(self):
         # A receiver written as a branch is gone once its method is loaded:
         # `(cmd if c else cmd2).launch(...)` may bind it or not, nothing says which.
-        branching_receiver = self.branch == 0 and self.form in ("bound", "partial of bound")
+        branching_receiver = self.branch == 0 and self.form in (
+            "bound",
+            "bound to a branch",
+            "partial of bound",
+        )
         return not (self.form in UNKNOWABLE or self.packing in UNKNOWABLE or branching_receiver)
 
 
@@ -155,6 +164,9 @@ def _callable(shape, pos, kws, lines):
             return f"functools.partial({', '.join([f'{receiver}.launch', *ahead])})"
         if form == "bound":
             return f"{receiver}.launch"
+        if form == "bound to a branch":
+            lines.append(f"other = {receiver}")
+            return f"({receiver} if c else other).launch"
         if form == "bound alias":
             lines.append(f"fn = {receiver}.launch")
             return "fn"
@@ -171,6 +183,8 @@ def _callable(shape, pos, kws, lines):
         made = f"functools.partial({', '.join([api, *ahead])})"
         if form == "inline partial":
             return made
+        if form == "inline partial of an inline partial":
+            return f"functools.partial({made})"
         if form == "partial by index":
             lines += [f"partials = [None, {made}]", "i = 1"]
             return "partials[i]"
@@ -190,6 +204,9 @@ def _callable(shape, pos, kws, lines):
         return "table['fn']"
     if form == "branch":
         return f"({api} if c else {api})"
+    if form == "branch of aliases":
+        lines.append(f"fn = {api}")
+        return f"({api} if c else fn)"
     return api
 
 
@@ -215,6 +232,14 @@ def source(shape):
     elif packing == "* of a subscript":
         lines += [f"seqs = [(), {tup}]", "j = 1"]
         args = ["*seqs[j]", *kws]
+    elif packing == "** of variable keys":
+        names = [k.split("=", 1)[0] for k in kws]
+        lines += [f"n{i} = {name!r}" for i, name in enumerate(names)]
+        pairs = ", ".join(f"n{i}: {k.split('=', 1)[1]}" for i, k in enumerate(kws))
+        args = [*pos, f"**{{{pairs}}}"]
+    elif packing == "** of a branch":
+        lines += [f"kw = {kw_dict}", "kw2 = dict(kw)"]
+        args = [*pos, "**(kw if c else kw2)"]
     elif packing == "both":
         lines += [f"args = {tup}", f"kw = {kw_dict}"]
         args = ["*args", "**kw"]

@@ -17,7 +17,7 @@ from types import CodeType, FrameType
 from . import readback
 from .analysis import CallSite
 from .readback import Unresolved
-from .values import Args, CallShape, Kwargs, Result, Star
+from .values import Args, CallShape, Kwargs, Name, Result, Star, options
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,10 @@ def _names(kwargs: object, frame: FrameType) -> frozenset[str]:
         return readback.mapping_keys(kwargs, frame)
     names: set[str] = set()
     for part in kwargs.items:
-        names |= readback.mapping_keys(part.value, frame) if type(part) is Star else {part}
+        if type(part) is Star:
+            names |= readback.mapping_keys(part.value, frame)
+        else:
+            names.add(readback.keyword(part.value, frame) if type(part) is Name else part)
     return frozenset(names)
 
 
@@ -88,16 +91,21 @@ def _inline_partial(shape: CallShape, code: CodeType, frame: FrameType) -> Bound
     first, *rest = shape.args.items or (None,)
     if first is None or type(first) is Star:
         return None
-    inner = binding(readback.resolve(first, frame), code)
+    inner = _binding_of(first, code, frame)
     return inner and inner.then(_count(Args(tuple(rest)), frame), _names(shape.kwargs, frame))
 
 
-def _callable_binding(site: CallSite, code: CodeType, frame: FrameType) -> Bound | None:
-    func = site.shape.func
+def _binding_of(func: object, code: CodeType, frame: FrameType) -> Bound | None:
+    """The binding of the callable `func` describes, read from `frame`: a partial made
+    inline, or the one binding that each option of a branch (``f if c else g``) has."""
     if type(func) is Result:
-        bound = _inline_partial(func.shape, code, frame)
-    else:
-        bound = binding(readback.resolve(func, frame), code)
+        return _inline_partial(func.shape, code, frame)
+    found = {binding(readback.resolve(option, frame), code) for option in options(func)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _callable_binding(site: CallSite, code: CodeType, frame: FrameType) -> Bound | None:
+    bound = _binding_of(site.shape.func, code, frame)
     if site.direct and bound is not PLAIN and (bound is None or bound != PLAIN.then(1)):
         return None  # a Python-to-Python call is a function or a bound method: it changed
     return bound

@@ -25,6 +25,8 @@ from .values import (
     Const,
     Kwargs,
     Method,
+    Name,
+    OneOf,
     Ref,
     Result,
     Star,
@@ -68,14 +70,21 @@ def _callable_of(first: object, second: object) -> object:
     return UNKNOWN
 
 
+def _then(value: object, kind: str, key: object) -> object:
+    """`value` read further by one step, each option of a `OneOf` alike."""
+    if type(value) is Ref:
+        return value.then(kind, key)
+    if type(value) is OneOf and all(type(o) is Ref for o in value.options):
+        return OneOf(frozenset(o.then(kind, key) for o in value.options))
+    return UNKNOWN
+
+
 def _attribute(value: object, name: str) -> object:
-    return value.then("attr", name) if type(value) is Ref else UNKNOWN
+    return _then(value, "attr", name)
 
 
 def _item(container: object, key: object) -> object:
-    if type(container) is Ref and type(key) in (Const, Ref):
-        return container.then("item", key)
-    return UNKNOWN
+    return _then(container, "item", key) if type(key) in (Const, Ref) else UNKNOWN
 
 
 def _push_method(stack: Stack, receiver: object, name: str) -> None:
@@ -234,11 +243,18 @@ def _intrinsic(stack, ins, code, state):
         stack.append(UNKNOWN)
 
 
+def _keyword(key: object) -> object:
+    """A dict display's key as a keyword name: spelled out (str), read back (`Name`), or
+    UNKNOWN."""
+    if type(key) is Const:
+        return key.value if key.kind is str else UNKNOWN
+    return Name(key) if type(key) in (Ref, OneOf) else UNKNOWN
+
+
 @_handles("BUILD_MAP")
 def _build_map(stack, ins, code, state):
-    keys = _popn(stack, 2 * ins.arg)[::2]
-    named = all(type(k) is Const and k.kind is str for k in keys)
-    stack.append(Kwargs(tuple(k.value for k in keys)) if named else UNKNOWN)
+    keys = [_keyword(k) for k in _popn(stack, 2 * ins.arg)[::2]]
+    stack.append(UNKNOWN if any(k is UNKNOWN for k in keys) else Kwargs(tuple(keys)))
 
 
 @_handles("BUILD_CONST_KEY_MAP")

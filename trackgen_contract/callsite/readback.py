@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Callable
 from types import FrameType
+from typing import TypeVar
 
-from .values import Const, Method, Ref
+from .values import Const, Method, OneOf, Ref, options
 
+T = TypeVar("T")
 _MISSING = object()
 # Key types whose hash and equality run no user code.
 _PLAIN_KEYS = (str, int, bool, float, bytes, type(None))
@@ -209,9 +212,25 @@ def _name(ref: Ref, frame: FrameType) -> object:
     raise Unresolved(name)
 
 
+def agreed(read: Callable[[object, FrameType], T], value: object, frame: FrameType) -> T:
+    """What `read` gives for `value` (``read(value, frame)``), one answer for every option
+    of a `OneOf` (whichever path was taken), or `Unresolved` where they differ."""
+    answers = [read(option, frame) for option in options(value)]
+    first = answers[0]
+    if any(answer != first for answer in answers):
+        raise Unresolved("a value that differs by the path taken")
+    return first
+
+
 def resolve(value: object, frame: FrameType) -> object:
-    """The object a `Ref`, `Method` or `Const` describes, read from `frame`."""
+    """The object a `Ref`, `Method`, `Const` or `OneOf` (where all its options read the
+    same object) describes, read from `frame`."""
     kind = type(value)
+    if kind is OneOf:
+        found = [resolve(option, frame) for option in value.options]  # type: ignore[attr-defined]
+        if any(obj is not found[0] for obj in found):
+            raise Unresolved("an object that differs by the path taken")
+        return found[0]
     if kind is Const:
         return value.value  # type: ignore[attr-defined]
     if kind is Method:
@@ -227,6 +246,8 @@ def resolve(value: object, frame: FrameType) -> object:
 def sequence_length(value: object, frame: FrameType) -> int:
     """The length of a ``*args`` value: an exact tuple or list only (an iterator would be
     consumed, a sequence of the user's would run its ``__len__``)."""
+    if type(value) is OneOf:
+        return agreed(sequence_length, value, frame)
     obj = resolve(value, frame)
     if type(obj) not in (tuple, list):
         raise Unresolved(f"*args of type {_type_name(type(obj))}")
@@ -235,6 +256,8 @@ def sequence_length(value: object, frame: FrameType) -> int:
 
 def mapping_keys(value: object, frame: FrameType) -> frozenset[str]:
     """The keys of a ``**kwargs`` value: an exact dict of string keys only."""
+    if type(value) is OneOf:
+        return agreed(mapping_keys, value, frame)
     obj = resolve(value, frame)
     if type(obj) is not dict:
         raise Unresolved(f"**kwargs of type {_type_name(type(obj))}")
@@ -242,6 +265,14 @@ def mapping_keys(value: object, frame: FrameType) -> frozenset[str]:
     if not all(type(k) is str for k in keys):
         raise Unresolved("**kwargs with keys that are not strings")
     return frozenset(keys)
+
+
+def keyword(value: object, frame: FrameType) -> str:
+    """A keyword name read back (``**{key: value}``): an exact ``str`` only."""
+    name = resolve(value, frame)
+    if type(name) is not str:
+        raise Unresolved(f"a keyword name of type {_type_name(type(name))}")
+    return name  # type: ignore[return-value]
 
 
 def describe(obj: object) -> str:

@@ -1,10 +1,12 @@
 """What the stack model knows about a value on the caller's stack.
 
 Each description says how the value can be read again from the caller's frame after the
-call started (`Ref`, `Method`, `Const`), how an argument list or keyword dict was put
-together (`Args`, `Kwargs`, `Star`), or that it is the result of another call (`Result`).
-`UNKNOWN` is anything else. Descriptions are immutable and compare by value: two paths
-that reach one instruction with equal descriptions keep them, others become `UNKNOWN`.
+call started (`Ref`, `Method`, `Const`, or `OneOf` several of them, by the path taken),
+how an argument list or keyword dict was put together (`Args`, `Kwargs`, `Star`, `Name`),
+or that it is the result of another call (`Result`). `UNKNOWN` is anything else.
+Descriptions are immutable and compare by value: two paths that reach one instruction with
+equal descriptions keep them, readable ones that differ become `OneOf` them, the others
+`UNKNOWN`.
 """
 
 from __future__ import annotations
@@ -66,8 +68,37 @@ class Method:
 
 
 @dataclass(frozen=True)
+class OneOf:
+    """One of a few readable descriptions, by the path that reached the instruction
+    (``(wp.launch if c else launch)(...)``): read back exactly where every one of them
+    gives the same answer, whichever path was taken."""
+
+    options: frozenset[object]
+
+
+_MAX_OPTIONS = 4  # more paths than that: UNKNOWN (it also bounds the analysis' joins)
+
+
+def options(value: object) -> frozenset[object]:
+    """The alternatives `value` stands for: a `OneOf`'s options, each of a `Method` on a
+    `OneOf` receiver, or `value` itself."""
+    if type(value) is OneOf:
+        return value.options  # type: ignore[attr-defined]
+    if type(value) is Method and type(value.receiver) is OneOf:  # type: ignore[attr-defined]
+        return frozenset(Method(r, value.name) for r in value.receiver.options)  # type: ignore[attr-defined]
+    return frozenset((value,))
+
+
+@dataclass(frozen=True)
 class Star:
     """A starred part of an argument list: ``*value`` in `Args`, ``**value`` in `Kwargs`."""
+
+    value: object
+
+
+@dataclass(frozen=True)
+class Name:
+    """A keyword name in a dict display, read back from a variable: ``**{key: value}``."""
 
     value: object
 
@@ -81,7 +112,8 @@ class Args:
 
 @dataclass(frozen=True)
 class Kwargs:
-    """A keyword dict being built: literal names (str) and `Star` (``**``) parts."""
+    """A keyword dict being built: literal names (str), names read back (`Name`) and `Star`
+    (``**``) parts."""
 
     items: tuple[object, ...]
 
@@ -118,7 +150,8 @@ class Result:
 
 
 def join(a: object, b: object) -> object:
-    """What two paths agree on about one value: equal parts stay, the rest is UNKNOWN.
+    """What two paths agree on about one value: equal parts stay, readable values that
+    differ become `OneOf` them, the rest is UNKNOWN.
 
     Structural, so a list whose one item differs keeps its length and its other items:
     ``[k, 8, a]`` and ``[k, 8, UNKNOWN]`` join to ``[k, 8, UNKNOWN]``."""
@@ -126,9 +159,10 @@ def join(a: object, b: object) -> object:
         return a
     kind = type(a)
     if kind is not type(b):
-        return UNKNOWN
+        return _either(a, b)
     if kind in (Args, Kwargs) and len(a.items) == len(b.items):  # type: ignore[attr-defined]
-        items = tuple(_join_item(x, y) for x, y in zip(a.items, b.items, strict=True))  # type: ignore[attr-defined]
+        pair = join if kind is Args else _join_keyword
+        items = tuple(pair(x, y) for x, y in zip(a.items, b.items, strict=True))  # type: ignore[attr-defined]
         return UNKNOWN if any(i is _CONFLICT for i in items) else kind(items)
     if kind is Star:
         return Star(join(a.value, b.value))  # type: ignore[attr-defined]
@@ -139,16 +173,26 @@ def join(a: object, b: object) -> object:
         return Result(
             CallShape(join(sa.func, sb.func), join(sa.args, sb.args), join(sa.kwargs, sb.kwargs))
         )
-    return UNKNOWN
+    return _either(a, b)
+
+
+_READABLE = frozenset({Ref, Method, Const, OneOf})
+
+
+def _either(a: object, b: object) -> object:
+    if type(a) not in _READABLE or type(b) not in _READABLE:
+        return UNKNOWN
+    either = options(a) | options(b)
+    return OneOf(either) if len(either) <= _MAX_OPTIONS else UNKNOWN
 
 
 _CONFLICT = Token("CONFLICT")  # two keyword names that differ: the dict itself is unknown
 
 
-def _join_item(x: object, y: object) -> object:
-    if type(x) is str or type(y) is str:  # a keyword name: equal or nothing
-        return x if x == y else _CONFLICT
-    return join(x, y)
+def _join_keyword(x: object, y: object) -> object:
+    if type(x) is Star and type(y) is Star:
+        return join(x, y)
+    return x if x == y else _CONFLICT  # keyword names, spelled or read: equal or nothing
 
 
 def reads(value: object, names: frozenset[str]) -> bool:
@@ -161,8 +205,10 @@ def reads(value: object, names: frozenset[str]) -> bool:
         )
     if kind is Method:
         return reads(value.receiver, names)  # type: ignore[attr-defined]
-    if kind is Star:
+    if kind in (Star, Name):
         return reads(value.value, names)  # type: ignore[attr-defined]
+    if kind is OneOf:
+        return any(reads(option, names) for option in value.options)  # type: ignore[attr-defined]
     if kind in (Args, Kwargs):
         return any(reads(item, names) for item in value.items)  # type: ignore[attr-defined]
     if kind is Result:
