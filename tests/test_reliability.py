@@ -8,6 +8,7 @@ watchdog prints where it hung. The child prints what it found as one JSON line.
 """
 
 import ast
+import contextlib
 import cProfile
 import gc
 import glob
@@ -35,6 +36,8 @@ from trackgen_contract import (
     no_host_sync,
     stream_explicit,
 )
+from trackgen_contract.tracer import keep_armed
+from trackgen_contract.tracer.collector import collector
 from trackgen_contract.tracer.headroom import headroom
 
 PY311 = sys.version_info < (3, 12)
@@ -450,6 +453,60 @@ def test_cells_each_under_its_own_guard_leave_nothing_behind(arr2):
     assert sum(ref() is not None for ref in codes) == 0
 
 
+def test_the_collector_is_on_again_after_guards_that_came_and_went_in_many_threads(arr):
+    # BUG: each change and each judged call read whether the collector was on, turned it
+    # off and put back what it had read. Two threads interleaved lost it: one turned it
+    # off; the other read "off"; the first turned it on again; the second turned it off
+    # and, having found it off, left it so, for good.
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # thread switches as often as a busy program makes them
+
+    def churn():
+        for _ in range(300):
+            with hot_path_guard(strict=False):
+                wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
+
+    try:
+        for _ in range(8):
+            threads = [threading.Thread(target=churn) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(120)
+            assert gc.isenabled()
+    finally:
+        sys.setswitchinterval(switching)
+        gc.enable()
+    assert_nothing_left()
+
+
+def test_the_collector_stays_off_for_as_long_as_any_thread_holds_it():
+    holds_taken, go_on = threading.Event(), threading.Event()
+
+    def hold_in_another_thread():
+        collector.hold()
+        holds_taken.set()
+        go_on.wait(30)
+        collector.release()
+
+    other = threading.Thread(target=hold_in_another_thread)
+    other.start()
+    holds_taken.wait(30)
+    collector.hold()
+    collector.release()
+    assert not gc.isenabled()  # the other thread still holds it
+    go_on.set()
+    other.join(30)
+    assert gc.isenabled()
+    gc.disable()  # the program's own choice, before any hold, is kept
+    try:
+        collector.hold()
+        collector.release()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 # --- recursion: the guard needs no headroom of the user's ---------------------------------
 
 
@@ -613,6 +670,62 @@ def test_a_judged_call_counts_itself_in_before_it_raises_the_limit(arr, monkeypa
     monkeypatch.undo()
     assert users_at_raise[0] == (limit + 200, 1)
     assert sys.getrecursionlimit() == limit
+
+
+def _everywhere_near_the_limit(fn):
+    """`fn()` at each nesting from 120 frames below the recursion limit to the limit,
+    a RecursionError where there is no room at all taken as Python's."""
+    room = sys.getrecursionlimit() - _depth()
+    for depth in range(max(0, room - 120), room + 1):
+        with contextlib.suppress(RecursionError):
+            _nest(depth, fn)
+
+
+def _nothing_held_and_ctrl_c_works(limit):
+    assert_nothing_left()
+    with hot_path_guard():
+        pass  # in a shallow stack: a limit left raised by a change made deep is put back
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert gc.isenabled()
+    assert sys.getrecursionlimit() == limit
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_a_guard_entered_and_exited_at_any_depth_leaves_nothing_held():
+    # BUG: a guard entered within a few frames of the recursion limit ran out of stack
+    # half-way through arming, and its undo needed a frame too: the signal machinery
+    # kept a change open for good (every later Ctrl-C was queued and never delivered) and
+    # the core kept a user. An exit cut short the same way left the guard armed for good,
+    # and inactive, so a second exit did nothing. A change is now given room before it
+    # begins: a RecursionError can only come before anything changed.
+    limit = sys.getrecursionlimit()
+
+    def enter_and_exit():
+        with hot_path_guard(strict=False):
+            pass
+
+    _everywhere_near_the_limit(enter_and_exit)
+    _nothing_held_and_ctrl_c_works(limit)
+
+    guard = hot_path_guard(strict=False)
+
+    def exit_once():
+        if guard.active:
+            guard.__exit__(None, None, None)
+
+    for _ in range(60):
+        guard.__enter__()
+        _everywhere_near_the_limit(exit_once)
+        assert not guard.active  # exited at the first depth with room for it
+    _nothing_held_and_ctrl_c_works(limit)
+
+    def keep_armed_and_trace():
+        with keep_armed(), Tracer(lambda call: None):
+            pass
+
+    _everywhere_near_the_limit(keep_armed_and_trace)
+    _nothing_held_and_ctrl_c_works(limit)
 
 
 def test_a_recursion_limit_of_exactly_the_room_judging_takes():

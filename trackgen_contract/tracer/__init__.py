@@ -18,7 +18,6 @@ with no tracer of its parent's.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import threading
@@ -31,7 +30,8 @@ from typing import Protocol
 from ..registry import Entry, installed
 from . import critical, fastpath
 from .call import WarpCall
-from .headroom import ROOM, headroom
+from .collector import collector
+from .headroom import DEPTH_IS_FRAMES, ROOM, headroom
 
 __all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall", "keep_armed"]
 
@@ -83,12 +83,6 @@ def _references_of_a_local() -> int:
 _UNSHARED = _references_of_a_local()
 
 
-# From 3.12 the recursion limit counts Python frames alone (C calls have their own), so
-# the frames on the stack say how close the limit is; 3.11's also counts C calls that no
-# frame shows (a __repr__ calling repr()), so it is raised for every call judged there.
-_DEPTH_IS_FRAMES = sys.version_info >= (3, 12)
-
-
 def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> None:
     """Report a watched call, about to run in `frame`, to the running `tracers` of this
     thread that watch its kind of operation.
@@ -99,7 +93,8 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     """
     # Judging runs a few frames above the user's call: near the recursion limit it gets
     # the room it needs (see headroom), so a call that works unguarded works guarded. Up
-    # to the limit raised, no Python call (no comprehension either: a frame on 3.11).
+    # to the limit raised, no Python call (no comprehension either: a frame on 3.11): this
+    # is `headroom.reserve` written inline, where a frame for it may be missing.
     # Counted in before the limit is raised (no settle puts it back under a call counted
     # in), and out first thing; a limit left raised is put back by a later settle.
     thread = threading.get_ident()
@@ -110,12 +105,12 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     if not live:
         return
     __tracebackhide__ = True  # read by pytest
-    counted = collecting = False
+    counted = held = False
     try:
         limit = sys.getrecursionlimit()
         raised = headroom.raised and limit == headroom.saved + ROOM  # not put back yet
         needed = not raised
-        if needed and _DEPTH_IS_FRAMES:
+        if needed and DEPTH_IS_FRAMES:
             try:
                 sys._getframe(limit - ROOM)
             except ValueError:  # ROOM frames below the limit: the user's limit will do
@@ -128,14 +123,14 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
             if not (headroom.raised and limit == headroom.saved + ROOM):  # another thread's
                 headroom.saved, headroom.raised = limit, True
                 sys.setrecursionlimit(limit + ROOM)
-        collecting = gc.isenabled()
-        gc.disable()  # no finaliser runs in the middle of judging
+        collector.hold()  # no finaliser runs in the middle of judging
+        held = True
         _judge(live, entry, frame)
     finally:
         if counted:
             headroom.users -= 1
-        if collecting:
-            gc.enable()
+        if held:
+            collector.release()
         headroom.settle()
 
 
@@ -381,6 +376,7 @@ def _reset_after_fork() -> None:
     # The child has one thread, the one that forked: whatever the parent's tracers were
     # doing, in this process they are over.
     critical.reset_after_fork()
+    collector.reset_after_fork()
     headroom.reset_after_fork()
     for tracer in list(_started):
         tracer._thread = None

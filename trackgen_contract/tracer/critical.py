@@ -29,12 +29,14 @@ change raises, and holds the collector off too.
 from __future__ import annotations
 
 import _signal
-import gc
 import threading
 from collections.abc import Callable
 from itertools import compress
 from types import FrameType
 from typing import TypeVar
+
+from .collector import collector
+from .headroom import headroom
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable)
@@ -172,7 +174,22 @@ def _unwrap_each() -> BaseException | None:
 @entry
 def protected(change: Callable[[], T], undo: Callable[[], object] | None = None) -> T:
     """Run `change` so that no signal handler runs until it is complete (or, if it raised
-    or a signal arrived meanwhile, undone by `undo`); then deliver the signals."""
+    or a signal arrived meanwhile, undone by `undo`); then deliver the signals. Near the
+    recursion limit it is given room first (see `headroom`): a RecursionError can only
+    come before the change begins."""
+    counted = headroom.reserve()
+    try:
+        return _protected(change, undo)
+    finally:
+        # The change stands: a signal arriving from here on must wait (see `_wrapper`),
+        # so no frame deeper than settle's is made, and it counts itself out inline.
+        if counted:
+            headroom.users -= 1
+            headroom.settle()
+
+
+@entry
+def _protected(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
     if threading.get_ident() != _state.main:
         return _plain(change, undo)
     if _state.depth > 0:  # nested in an open change of this thread
@@ -189,8 +206,7 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
 
 @entry
 def _plain(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
-    collecting = gc.isenabled()
-    gc.disable()
+    collector.hold()
     try:
         return change()
     except BaseException:
@@ -198,8 +214,7 @@ def _plain(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
             undo()
         raise
     finally:
-        if collecting:
-            gc.enable()
+        collector.release()
 
 
 class _Interrupted(Exception):
@@ -213,28 +228,22 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
         # meanwhile is wrapped by the next entry). A pending signal may be handled here:
         # nothing has changed yet.
         _wrap()
-    collecting = gc.isenabled()
     _state.depth = 1  # and no call before the `try`: the depth must not outlive the attempt
     try:
-        gc.disable()
-        result = change()
-        if collecting:
-            gc.enable()
+        result = _collected(change)
         # The last look: from here to the return there is no point where a handler runs
         # (for an entry: it leaves a guard in use, so nothing is unwrapped), and what did
         # not arrive by now arrives in the caller's code, after the change.
         if _state.pending and undo is not None:
             raise _Interrupted
     except _Interrupted:
-        _undo(undo, collecting)  # type: ignore[arg-type]
+        _collected(undo)  # type: ignore[arg-type]
         _state.depth = 0
         _finish()  # a handler that raises ends it here; else the change is made again
         return False, None
     except BaseException:
         if undo is not None:
-            _undo(undo, collecting)
-        elif collecting:
-            gc.enable()
+            _collected(undo)
         _state.depth = 0
         _finish()
         raise
@@ -245,13 +254,13 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
 
 
 @entry
-def _undo(undo: Callable[[], object], collecting: bool) -> None:
-    gc.disable()
+def _collected(run: Callable[[], T]) -> T:
+    """``run()`` with the garbage collector held off."""
+    collector.hold()
     try:
-        undo()
+        return run()
     finally:
-        if collecting:
-            gc.enable()
+        collector.release()
 
 
 @entry

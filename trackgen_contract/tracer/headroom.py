@@ -6,6 +6,10 @@ RecursionError under a guard. So the limit is raised while a call is judged with
 `ROOM` frames of it (on 3.11, while any call is judged: see `dispatch`), in any thread,
 and the last one out puts it back. Elsewhere the process-wide limit is left alone: other
 threads read and set it as they would unguarded.
+
+A guard entered or exited near the limit gets the same room (`reserve`), from before its
+change begins: a RecursionError half-way through arming or disarming would leave a tool
+id held, or the signal wrappers waiting for a change that never ends.
 """
 
 from __future__ import annotations
@@ -13,6 +17,11 @@ from __future__ import annotations
 import sys
 
 ROOM = 200  # frames: far more than judging one call takes
+
+# From 3.12 the recursion limit counts Python frames alone (C calls have their own), so
+# the frames on the stack say how close the limit is; 3.11's also counts C calls that no
+# frame shows (a __repr__ calling repr()), so it is raised for every call judged there.
+DEPTH_IS_FRAMES = sys.version_info >= (3, 12)
 
 
 class _Headroom:
@@ -33,6 +42,25 @@ class _Headroom:
         self.users = 0
         self.saved = 0
         self.raised = False  # by a judged call, and not put back yet
+
+    def reserve(self) -> bool:
+        """Room for a change made here (see the module): the limit raised where this is
+        within `ROOM` frames of it, and counted in while it is raised. Returns whether it
+        counted in: the caller then counts itself out (``users -= 1``) and calls `settle`.
+        Needs a frame: where there is none, the RecursionError comes before the change.
+        (Frames tell on 3.11 too: a change takes a small part of `ROOM`.)"""
+        limit = sys.getrecursionlimit()
+        raised = self.raised and limit == self.saved + ROOM  # not put back yet
+        if not raised:
+            try:
+                sys._getframe(limit - ROOM)
+            except ValueError:  # ROOM frames below the limit: the user's limit will do
+                return False
+        self.users += 1
+        if not raised and not (self.raised and sys.getrecursionlimit() == self.saved + ROOM):
+            self.saved, self.raised = sys.getrecursionlimit(), True
+            sys.setrecursionlimit(self.saved + ROOM)
+        return True
 
     def settle(self) -> None:
         """Put the user's limit back once nobody is judging (where the stack is too deep
