@@ -489,6 +489,26 @@ def test_a_callable_chosen_by_a_branch_is_read_where_every_branch_agrees(arr, cm
     )
 
 
+def test_a_caller_holding_an_unhashable_constant_is_still_read(arr):
+    # BUG: two sides of a branch joined into a set of options hashed their constants: a
+    # code object rebuilt with a list among them (as bytecode rewriters do) failed its
+    # analysis, with a warning, and its explicit stream=None was reported missing.
+    empty = ()
+
+    def calls(c=True):
+        wp.launch(add_one, 8, *(empty if c else "PLACEHOLDER"), inputs=[arr], stream=None)
+
+    consts = calls.__code__.co_consts
+    calls.__code__ = calls.__code__.replace(
+        co_consts=tuple([] if k == "PLACEHOLDER" else k for k in consts)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrackgenContractWarning)
+        # The `*` part is one of two values the set cannot hold: unknown, but the keyword
+        # spelled out beside it counts, with no warning.
+        exact(calls, [Call("wp.launch", names(LAUNCH, 2, "inputs", "stream"), knowable=False)])
+
+
 STREAM_KEYWORD = "stream"
 
 

@@ -480,31 +480,128 @@ def test_the_collector_is_on_again_after_guards_that_came_and_went_in_many_threa
     assert_nothing_left()
 
 
+def _hold(token):
+    collector.hold(token, threading.get_ident())
+
+
+def _release(token):
+    collector.holders.pop(token, None)
+    collector.settle()
+
+
 def test_the_collector_stays_off_for_as_long_as_any_thread_holds_it():
     holds_taken, go_on = threading.Event(), threading.Event()
+    theirs, mine = object(), object()
 
     def hold_in_another_thread():
-        collector.hold()
+        _hold(theirs)
         holds_taken.set()
         go_on.wait(30)
-        collector.release()
+        _release(theirs)
 
     other = threading.Thread(target=hold_in_another_thread)
     other.start()
     holds_taken.wait(30)
-    collector.hold()
-    collector.release()
+    _hold(mine)
+    _release(mine)
     assert not gc.isenabled()  # the other thread still holds it
     go_on.set()
     other.join(30)
     assert gc.isenabled()
     gc.disable()  # the program's own choice, before any hold, is kept
     try:
-        collector.hold()
-        collector.release()
+        _hold(mine)
+        _release(mine)
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _CtrlCAtTheStartOf:
+    """Stands for a Ctrl-C whose handler runs at the first instruction of `name` (a
+    function start is a point where CPython runs handlers), the first time it is called
+    from a function named `caller`: raises a real SIGINT there, then goes on."""
+
+    def __init__(self, owner, name, caller, monkeypatch):
+        self.real, self.caller, self.fired = getattr(owner, name), caller, False
+        monkeypatch.setattr(owner, name, self)
+
+    def __call__(self, *args):
+        if not self.fired and sys._getframe(1).f_code.co_name == self.caller:
+            self.fired = True
+            signal.raise_signal(signal.SIGINT)
+        return self.real(*args)
+
+
+def test_a_ctrl_c_where_a_judged_call_lets_the_collector_go_leaves_it_on(arr, monkeypatch):
+    # BUG: the judged call counted itself out of the collector in a function of its own,
+    # called from its finally: a Ctrl-C handled at that function's start skipped it, and
+    # the collector stayed off for good (no later holder could be the last one out).
+    at_settle = _CtrlCAtTheStartOf(collector, "settle", "dispatch", monkeypatch)
+    with pytest.raises(KeyboardInterrupt), hot_path_guard(strict=False):
+        wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
+    monkeypatch.undo()
+    assert at_settle.fired
+    assert collector.holders == {} and gc.isenabled()
+    assert_nothing_left()
+
+
+def test_a_ctrl_c_while_the_first_guard_takes_room_near_the_limit(monkeypatch):
+    # BUG: the room near the recursion limit was counted in before the change's `try`,
+    # and before the first guard's signal wrappers were in place: a Ctrl-C handled as
+    # the limit was raised left it counted for good, and the limit 200 higher.
+    limit = sys.getrecursionlimit()
+    raised = []
+    set_limit = sys.setrecursionlimit
+
+    def raising(value):
+        set_limit(value)
+        if not raised and sys._getframe(1).f_code.co_name == "reserve":
+            raised.append(value)
+            signal.raise_signal(signal.SIGINT)
+
+    def enter():
+        with hot_path_guard(strict=False):
+            pass
+
+    monkeypatch.setattr(sys, "setrecursionlimit", raising)
+    with pytest.raises(KeyboardInterrupt):
+        _at_depth(limit - 120, enter)
+    monkeypatch.undo()
+    assert raised == [limit + 200]
+    enter()  # in a shallow stack: a limit left raised is put back
+    assert headroom.users == {} and sys.getrecursionlimit() == limit
+    assert_nothing_left()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_inside_a_judged_call_keeps_the_childs_collector_off_while_judging(arr):
+    # BUG: the child dropped every hold on the collector, its own thread's too, and that
+    # thread's release then left the count below zero: no call judged in the child had
+    # the collector off.
+    read_end, write_end = os.pipe()
+
+    def forking(call):
+        if os.fork() == 0:
+            forking.child = True
+
+    forking.child = False
+    with Tracer(forking):
+        wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
+    if not forking.child:
+        os.close(write_end)
+        with os.fdopen(read_end) as result:
+            assert result.read() == "[False, False] True"
+        os.wait()
+        return
+    try:
+        seen = []
+        with Tracer(lambda call: seen.append(gc.isenabled())):
+            wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
+            wp.launch(add_one, dim=8, inputs=[arr], device="cpu")
+        os.write(write_end, f"{seen} {gc.isenabled()}".encode())
+    finally:
+        os._exit(0)
 
 
 # --- recursion: the guard needs no headroom of the user's ---------------------------------
@@ -660,7 +757,7 @@ def test_a_judged_call_counts_itself_in_before_it_raises_the_limit(arr, monkeypa
     set_limit = sys.setrecursionlimit
 
     def recording(value):
-        users_at_raise.append((value, headroom.users))
+        users_at_raise.append((value, len(headroom.users)))
         set_limit(value)
 
     limit = sys.getrecursionlimit()

@@ -182,7 +182,10 @@ _READABLE = frozenset({Ref, Method, Const, OneOf})
 def _either(a: object, b: object) -> object:
     if type(a) not in _READABLE or type(b) not in _READABLE:
         return UNKNOWN
-    either = options(a) | options(b)
+    try:
+        either = options(a) | options(b)
+    except TypeError:  # an unhashable constant (a code object rebuilt with a list in it)
+        return UNKNOWN
     return OneOf(either) if len(either) <= _MAX_OPTIONS else UNKNOWN
 
 

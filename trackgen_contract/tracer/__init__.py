@@ -95,8 +95,9 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     # the room it needs (see headroom), so a call that works unguarded works guarded. Up
     # to the limit raised, no Python call (no comprehension either: a frame on 3.11): this
     # is `headroom.reserve` written inline, where a frame for it may be missing.
-    # Counted in before the limit is raised (no settle puts it back under a call counted
-    # in), and out first thing; a limit left raised is put back by a later settle.
+    # Counted in (its token in `users`) before the limit is raised: no settle puts it
+    # back under a call counted in. Out first thing, by one C-level pop (see collector);
+    # a limit left raised is put back by a later settle.
     thread = threading.get_ident()
     live = []
     for tracer in tracers:
@@ -105,7 +106,7 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
     if not live:
         return
     __tracebackhide__ = True  # read by pytest
-    counted = held = False
+    token = object()
     try:
         limit = sys.getrecursionlimit()
         raised = headroom.raised and limit == headroom.saved + ROOM  # not put back yet
@@ -116,22 +117,25 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
             except ValueError:  # ROOM frames below the limit: the user's limit will do
                 needed = False
         if needed or raised:
-            headroom.users += 1
-            counted = True
+            headroom.users[token] = thread
         if needed:
             limit = sys.getrecursionlimit()
             if not (headroom.raised and limit == headroom.saved + ROOM):  # another thread's
                 headroom.saved, headroom.raised = limit, True
                 sys.setrecursionlimit(limit + ROOM)
-        collector.hold()  # no finaliser runs in the middle of judging
-        held = True
+        collector.hold(token, thread)  # no finaliser runs in the middle of judging
         _judge(live, entry, frame)
     finally:
-        if counted:
-            headroom.users -= 1
-        if held:
-            collector.release()
-        headroom.settle()
+        # A signal handler may raise as each call returns: each pop in a `finally` of its
+        # own. One raising in a settle leaves it to the next settle.
+        try:
+            collector.holders.pop(token, None)
+        finally:
+            try:
+                headroom.users.pop(token, None)
+            finally:
+                collector.settle()
+                headroom.settle()
 
 
 def _inside_callback() -> bool:

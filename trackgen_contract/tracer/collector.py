@@ -2,10 +2,19 @@
 
 A finaliser that ran in the middle of arming, disarming or judging a call would re-enter
 the tracer half-way through (a generator holding a guard, say), or make Warp calls that no
-tracer sees. Several threads hold it off at once, so whether it was on is read by the
-first one in and put back by the last one out: each reading and restoring it on its own
-could leave it off for good (one turns it off; another reads "off"; the first turns it on
-again; the second turns it off and, having found it off, leaves it so).
+tracer sees. Several threads hold it off at once, so it is turned back on by the last
+holder out, and only where a holder turned it off: each one reading and restoring it on
+its own could leave it off for good (one turns it off; another reads "off"; the first
+turns it on again; the second turns it off and, having found it off, leaves it so).
+
+Each holder holds a token of its own (a fresh object), put in by `hold` and taken out by
+one C-level ``pop`` in the holder's own ``finally``, before it calls `settle`. A signal
+handler that raises anywhere in between cannot leave a token that no one takes out (a
+count raised in one function and lowered in a ``finally`` could: the handler may run at
+the start of the function that lowers it); one that raises at the start of `settle`
+leaves the collector off only until the next holder settles. No lock: a signal handler
+raising as a ``with`` block acquires one can leave it held (3.14), and the next thread to
+judge a call would wait for good.
 """
 
 from __future__ import annotations
@@ -16,33 +25,30 @@ import threading
 
 class _Collector:
     def __init__(self) -> None:
-        # Reentrant: a signal handler or a finaliser that runs while this thread holds it
-        # may make a watched call, judged here again.
-        self._lock = threading.RLock()
-        self._holders = 0
-        self._restore = False  # it was on when the first holder came in
+        self.holders: dict[object, int] = {}  # token -> the thread holding it
+        self.off = False  # turned off by a holder, and not turned on again since
 
-    def hold(self) -> None:
-        """Hold the collector off (until the matching `release`)."""
-        with self._lock:
-            if self._holders == 0:
-                self._restore = gc.isenabled()
-                gc.disable()
-            self._holders += 1
+    def hold(self, token: object, thread: int) -> None:
+        """Hold the collector off until `token` is popped from `holders` and `settle`
+        is called (both in the caller's ``finally``)."""
+        self.holders[token] = thread
+        if gc.isenabled():
+            self.off = True
+            gc.disable()
 
-    def release(self) -> None:
-        """The end of a `hold`: the last holder out turns it back on if it was on."""
-        with self._lock:
-            self._holders -= 1
-            if self._holders == 0 and self._restore:
-                gc.enable()
+    def settle(self) -> None:
+        """Turn the collector back on where no one holds it and a holder turned it off
+        (flag first: a holder coming in meanwhile finds it still off and leaves it be)."""
+        if not self.holders and self.off:
+            self.off = False
+            gc.enable()
 
     def reset_after_fork(self) -> None:
-        """A forked child's other threads, and their holds, are gone (the lock with them)."""
-        self._lock = threading.RLock()
-        if self._holders > 0 and self._restore:
-            gc.enable()
-        self._holders = 0
+        """A forked child's other threads are gone, and their holds with them; the thread
+        that forked may be inside one of its own."""
+        me = threading.get_ident()
+        self.holders = {token: t for token, t in self.holders.items() if t == me}
+        self.settle()
 
 
 collector = _Collector()

@@ -177,14 +177,14 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
     or a signal arrived meanwhile, undone by `undo`); then deliver the signals. Near the
     recursion limit it is given room first (see `headroom`): a RecursionError can only
     come before the change begins."""
-    counted = headroom.reserve()
+    token = object()
     try:
+        headroom.reserve(token, threading.get_ident())
         return _protected(change, undo)
     finally:
         # The change stands: a signal arriving from here on must wait (see `_wrapper`),
-        # so no frame deeper than settle's is made, and it counts itself out inline.
-        if counted:
-            headroom.users -= 1
+        # so no frame deeper than settle's is made, and the token goes out inline.
+        if headroom.users.pop(token, None) is not None:
             headroom.settle()
 
 
@@ -206,15 +206,12 @@ def _protected(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
 
 @entry
 def _plain(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
-    collector.hold()
     try:
-        return change()
+        return _collected(change)
     except BaseException:
         if undo is not None:
-            undo()
+            _collected(undo)
         raise
-    finally:
-        collector.release()
 
 
 class _Interrupted(Exception):
@@ -256,11 +253,13 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
 @entry
 def _collected(run: Callable[[], T]) -> T:
     """``run()`` with the garbage collector held off."""
-    collector.hold()
+    token = object()
     try:
+        collector.hold(token, threading.get_ident())
         return run()
     finally:
-        collector.release()
+        collector.holders.pop(token, None)
+        collector.settle()
 
 
 @entry

@@ -15,6 +15,7 @@ id held, or the signal wrappers waiting for a change that never ends.
 from __future__ import annotations
 
 import sys
+import threading
 
 ROOM = 200  # frames: far more than judging one call takes
 
@@ -27,26 +28,27 @@ DEPTH_IS_FRAMES = sys.version_info >= (3, 12)
 class _Headroom:
     """The recursion limit, raised while a call near it is judged (in any thread).
 
-    `dispatch` counts itself in (``users += 1``) and then raises it, unless it is raised
-    already, inline: a method called for it would need a frame, and near the limit there
-    is none. A call judged while it is raised counts itself in too, and each counts
-    itself out (``users -= 1``) before `settle`, which acts only when no one is counted:
-    so no one puts the limit back under a call that relies on it, whatever thread or
-    signal handler runs in between. `raised` tells the limit it raised (it reads saved +
+    `dispatch` counts itself in (its token in `users`) and then raises it, unless it is
+    raised already, inline: a method called for it would need a frame, and near the limit
+    there is none. A call judged while it is raised counts itself in too, and each counts
+    itself out (one C-level ``pop`` of its token in its ``finally``: see `collector` for
+    why a token) before `settle`, which acts only when no one is counted: so no one puts
+    the limit back under a call that relies on it, whatever thread or signal handler runs
+    in between. `raised` tells the limit it raised (it reads saved +
     ROOM) from one the program set to the same value after it was put back; a limit not
     put back yet is put back by the next `settle` in a shallow stack, and one the program
     set meanwhile stands.
     """
 
     def __init__(self) -> None:
-        self.users = 0
+        self.users: dict[object, int] = {}  # token -> the thread counted in
         self.saved = 0
         self.raised = False  # by a judged call, and not put back yet
 
-    def reserve(self) -> bool:
+    def reserve(self, token: object, thread: int) -> None:
         """Room for a change made here (see the module): the limit raised where this is
-        within `ROOM` frames of it, and counted in while it is raised. Returns whether it
-        counted in: the caller then counts itself out (``users -= 1``) and calls `settle`.
+        within `ROOM` frames of it, and `token` counted in while it is raised. The caller
+        pops it from `users` in its ``finally`` and then, if it was there, calls `settle`.
         Needs a frame: where there is none, the RecursionError comes before the change.
         (Frames tell on 3.11 too: a change takes a small part of `ROOM`.)"""
         limit = sys.getrecursionlimit()
@@ -55,17 +57,16 @@ class _Headroom:
             try:
                 sys._getframe(limit - ROOM)
             except ValueError:  # ROOM frames below the limit: the user's limit will do
-                return False
-        self.users += 1
+                return
+        self.users[token] = thread
         if not raised and not (self.raised and sys.getrecursionlimit() == self.saved + ROOM):
             self.saved, self.raised = sys.getrecursionlimit(), True
             sys.setrecursionlimit(self.saved + ROOM)
-        return True
 
     def settle(self) -> None:
         """Put the user's limit back once nobody is judging (where the stack is too deep
         for it still, a later call does it). A limit the program set meanwhile stands."""
-        if self.users == 0 and self.raised:
+        if not self.users and self.raised:
             if sys.getrecursionlimit() != self.saved + ROOM:
                 self.raised = False  # the program's own since
                 return
@@ -76,8 +77,10 @@ class _Headroom:
             self.raised = False
 
     def reset_after_fork(self) -> None:
-        """A forked child's judging threads are gone."""
-        self.users = 0
+        """A forked child's other threads are gone, and their judging with them; the
+        thread that forked may be judging a call itself."""
+        me = threading.get_ident()
+        self.users = {token: t for token, t in self.users.items() if t == me}
         self.settle()
 
 
