@@ -1,5 +1,6 @@
 """Checks shared by the tests."""
 
+import gc
 import sys
 
 
@@ -24,14 +25,19 @@ def monitoring_state():
 
 
 def assert_nothing_left():
-    """No tool id, no local events, no profile function of ours after the last guard."""
+    """No tool id, no local events, no profile function of ours after the last guard, and
+    no hold on the collector or the recursion limit."""
     if sys.version_info >= (3, 12):
         assert monitoring_state() == ([], [])
     from trackgen_contract import tracer
+    from trackgen_contract.tracer.collector import collector
+    from trackgen_contract.tracer.headroom import headroom
 
     profile = getattr(sys.getprofile(), "__qualname__", "")
     assert not profile.startswith("ProfileCore."), "a profile function of ours is left"
     assert tracer._core._books.counts == {}, "the core still counts users"
+    assert collector.holders == {}, "the collector is still held off"
+    assert headroom.users == {}, "room near the recursion limit is still counted"
 
 
 def leftovers():
@@ -50,4 +56,11 @@ def leftovers():
         found.append(f"a profile function of ours is installed: {profile}")
     if tracer._core._books.counts:
         found.append(f"the core still counts users: {tracer._core._books.counts}")
+    from trackgen_contract.tracer.collector import collector
+    from trackgen_contract.tracer.headroom import headroom
+
+    if collector.holders or not gc.isenabled():
+        found.append(f"the collector is off ({len(collector.holders)} holds on it)")
+    if headroom.users:
+        found.append(f"room near the recursion limit still counted: {len(headroom.users)}")
     return found

@@ -4,11 +4,12 @@ A SIGALRM handler raises ``KeyboardInterrupt`` while an operation runs and re-ar
 timer with a random interval (log-uniform between --min-us and --max-us), so interrupts
 land at every kind of point: before, inside and after a guard's enter and exit, between
 nested guards, inside a watched Warp call. The operations are strict and recording guards
-with and without breaches, three guards nested, a guard object entered again and again,
-a `Tracer`, and a guard inside a `keep_armed()` block. After the storm nothing may be
-left: no guard or tracer still active, nothing armed, the handlers as they were,
-``TRACKGEN_DEBUG_SYNC`` back, the recursion limit unchanged, an unguarded ``wp.zeros()``
-working and a fresh strict guard refusing.
+with and without breaches, calls judged in full, three guards nested, a guard object
+entered again and again, a `Tracer`, and a guard inside a `keep_armed()` block. After the
+storm nothing may be left: no guard or tracer still active, nothing armed, the handlers as
+they were, ``TRACKGEN_DEBUG_SYNC`` back, the recursion limit unchanged, the garbage
+collector on and held by no one, an unguarded ``wp.zeros()`` working and a fresh strict
+guard refusing.
 
 Prints one JSON object: cycles, interrupts raised, interrupts caught, problems.
 """
@@ -106,6 +107,15 @@ def main() -> None:
             with guard:
                 launch()
 
+    options = {"device": "cpu"}
+
+    def judged() -> None:
+        guard = hot_path_guard(strict=False)
+        made.append(guard)
+        with guard:
+            for _ in range(3):  # `**` of a dict: judged in full at every call
+                wp.launch(add_one, dim=8, inputs=[a], **options)
+
     reused = no_host_sync(strict=False)
     made.append(reused)
 
@@ -119,7 +129,7 @@ def main() -> None:
         with traced:
             launch()
 
-    operations = [strict_empty, recording, nested, strict_breach, reuse, tracer, held]
+    operations = [strict_empty, recording, nested, strict_breach, reuse, tracer, held, judged]
     problems: list[str] = []
     cycles = caught = 0
     signal.signal(signal.SIGALRM, alarm)

@@ -22,11 +22,13 @@ from __future__ import annotations
 import gc
 import threading
 
+_ENABLING = "enabling"  # `off` while `settle` turns it on (a child forked then does it)
+
 
 class _Collector:
     def __init__(self) -> None:
         self.holders: dict[object, int] = {}  # token -> the thread holding it
-        self.off = False  # turned off by a holder, and not turned on again since
+        self.off: bool | str = False  # turned off by a holder, not turned on again since
 
     def hold(self, token: object, thread: int) -> None:
         """Hold the collector off until `token` is popped from `holders` and `settle`
@@ -38,16 +40,21 @@ class _Collector:
 
     def settle(self) -> None:
         """Turn the collector back on where no one holds it and a holder turned it off
-        (flag first: a holder coming in meanwhile finds it still off and leaves it be)."""
+        (flag first: a holder coming in meanwhile finds it still off and leaves it be,
+        or turns it off again and says so)."""
         if not self.holders and self.off:
-            self.off = False
+            self.off = _ENABLING
             gc.enable()
+            if self.off is _ENABLING:
+                self.off = False
 
     def reset_after_fork(self) -> None:
         """A forked child's other threads are gone, and their holds with them; the thread
         that forked may be inside one of its own."""
         me = threading.get_ident()
         self.holders = {token: t for token, t in self.holders.items() if t == me}
+        if self.off is _ENABLING:  # forked while another thread was turning it on
+            self.off = True
         self.settle()
 
 

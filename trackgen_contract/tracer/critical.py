@@ -129,8 +129,11 @@ def _wrap() -> None:
 
 @entry
 def _wrap_each() -> None:
-    handlers = list(map(_signal.getsignal, _SIGNALS))
-    for signum in compress(_SIGNALS, map(callable, handlers)):
+    # The busiest signal first: until it is wrapped its own handler may raise here, and
+    # the ones wrapped before it would stay wrapped with no guard to take them down.
+    order = sorted(_SIGNALS, key=lambda signum: -_state.arrivals.get(signum, 0))
+    handlers = list(map(_signal.getsignal, order))
+    for signum in compress(order, map(callable, handlers)):
         handler = _signal.getsignal(signum)
         if handler is not _wrapper and callable(handler):
             _state.originals[signum] = handler  # before the swap: the wrapper needs it
