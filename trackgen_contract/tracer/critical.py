@@ -180,10 +180,21 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
     or a signal arrived meanwhile, undone by `undo`); then deliver the signals. Near the
     recursion limit it is given room first (see `headroom`): a RecursionError can only
     come before the change begins."""
+    thread = threading.get_ident()
+    if thread == _state.main and _state.depth > 0:
+        # Nested in an open change of this thread, which has the room and holds the
+        # collector off: undone with it if it raises.
+        _state.depth += 1
+        try:
+            return _undone_on_error(change, undo)
+        finally:
+            _state.depth -= 1
     token = object()
     try:
-        headroom.reserve(token, threading.get_ident())
-        return _protected(change, undo)
+        headroom.reserve(token, thread)
+        if thread != _state.main:  # no signal handler runs here
+            return _collected(lambda: _undone_on_error(change, undo))
+        return _until_made(change, undo)
     finally:
         # The change stands: a signal arriving from here on must wait (see `_wrapper`),
         # so no frame deeper than settle's is made, and the token goes out inline.
@@ -192,15 +203,9 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
 
 
 @entry
-def _protected(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
-    if threading.get_ident() != _state.main:
-        return _plain(change, undo)
-    if _state.depth > 0:  # nested in an open change of this thread
-        _state.depth += 1
-        try:
-            return _plain(change, undo)
-        finally:
-            _state.depth -= 1
+def _until_made(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
+    """Attempt `change` until it is made (a signal whose handler does not raise lets it
+    be made again; see the module)."""
     while True:
         done, result = _attempt(change, undo)
         if done:
@@ -208,12 +213,12 @@ def _protected(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
 
 
 @entry
-def _plain(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
+def _undone_on_error(change: Callable[[], T], undo: Callable[[], object] | None) -> T:
     try:
-        return _collected(change)
+        return change()
     except BaseException:
         if undo is not None:
-            _collected(undo)
+            undo()
         raise
 
 
