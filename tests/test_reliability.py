@@ -36,7 +36,7 @@ from trackgen_contract import (
     no_host_sync,
     stream_explicit,
 )
-from trackgen_contract.tracer import keep_armed
+from trackgen_contract.tracer import critical, keep_armed
 from trackgen_contract.tracer.collector import collector
 from trackgen_contract.tracer.headroom import headroom
 
@@ -571,6 +571,24 @@ def test_a_ctrl_c_while_the_first_guard_takes_room_near_the_limit(monkeypatch):
     assert raised == [limit + 200]
     enter()  # in a shallow stack: a limit left raised is put back
     assert headroom.users == {} and sys.getrecursionlimit() == limit
+    assert_nothing_left()
+
+
+def test_a_child_forked_while_another_thread_swapped_handlers_swaps_them_again():
+    # BUG: a child forked while another thread of its parent was wrapping the handlers
+    # kept that thread's "swapping" mark, which no one in the child clears: it never
+    # wrapped or unwrapped a handler again (its guards went without signal protection,
+    # and a handler left wrapped stayed so). The state a child starts from, in place:
+    assert threading.current_thread() is threading.main_thread()
+    critical._state.swapping = True
+    try:
+        critical.reset_after_fork()
+        assert not critical._state.swapping
+        with hot_path_guard(strict=False):
+            assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        critical._state.swapping = False
     assert_nothing_left()
 
 

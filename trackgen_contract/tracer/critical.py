@@ -307,4 +307,5 @@ def reset_after_fork() -> None:
     _state.main = threading.get_ident()
     _state.depth = 0
     _state.pending = []
+    _state.swapping = False  # forked while another thread swapped handlers: not here
     _unwrap()
