@@ -17,7 +17,7 @@ from types import CodeType, FrameType
 from . import readback
 from .analysis import CallSite
 from .readback import Unresolved
-from .values import Args, CallShape, Kwargs, Name, Result, Star, options
+from .values import Args, CallShape, Kwargs, Name, Result, Star
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,9 @@ def _binding_of(func: object, code: CodeType, frame: FrameType) -> Bound | None:
     inline, or the one binding that each option of a branch (``f if c else g``) has."""
     if type(func) is Result:
         return _inline_partial(func.shape, code, frame)
-    found = {binding(readback.resolve(option, frame), code) for option in options(func)}
-    return found.pop() if len(found) == 1 else None
+    return readback.agreed(
+        lambda option, at: binding(readback.resolve(option, at), code), func, frame
+    )
 
 
 def _callable_binding(site: CallSite, code: CodeType, frame: FrameType) -> Bound | None:
