@@ -1443,7 +1443,7 @@ def _target(path):
 
 @pytest.mark.parametrize(("where", "name", "decoder"), BREAKAGES.values(), ids=BREAKAGES.keys())
 def test_a_broken_decoder_never_reaches_the_users_call(arr, cmd, monkeypatch, where, name, decoder):
-    monkeypatch.setattr(diagnostics_module, "_warned", set())  # sites warned by earlier tests
+    monkeypatch.setattr(diagnostics_module, "_warned", {})  # sites warned by earlier tests
     monkeypatch.setattr(_target(where), name, _raise)
     before = arr.numpy().copy()
     with warnings.catch_warnings(record=True) as caught:
@@ -1489,7 +1489,7 @@ def _lines_of(fn, with_stream):
 def test_a_broken_decoder_under_a_strict_guard_raises_only_the_breach(
     arr, monkeypatch, where, name, decoder
 ):
-    monkeypatch.setattr(diagnostics_module, "_warned", set())
+    monkeypatch.setattr(diagnostics_module, "_warned", {})
     monkeypatch.setattr(_target(where), name, _raise)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TrackgenContractWarning)
@@ -1499,7 +1499,7 @@ def test_a_broken_decoder_under_a_strict_guard_raises_only_the_breach(
 
 
 def test_a_broken_rule_never_reaches_the_users_call(arr, cmd, monkeypatch):
-    monkeypatch.setattr(diagnostics_module, "_warned", set())
+    monkeypatch.setattr(diagnostics_module, "_warned", {})
     monkeypatch.setattr(_target("trackgen_contract.rules"), "_records_only", _raise)
     before = arr.numpy().copy()
     with warnings.catch_warnings(record=True) as caught:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -31,6 +32,7 @@ import trackgen_contract
 from trackgen_contract import (
     HotPathViolation,
     Tracer,
+    diagnostics,
     hot_path_guard,
     no_allocation,
     no_host_sync,
@@ -546,6 +548,64 @@ def test_a_ctrl_c_where_a_judged_call_lets_the_collector_go_leaves_it_on(arr, mo
     assert_nothing_left()
 
 
+def test_a_ctrl_c_at_any_instruction_of_the_unanalysed_warning_blocks_no_later_call(
+    monkeypatch,
+):
+    # BUG: the once-per-site warning took a lock in a `with` block. A KeyboardInterrupt
+    # landing between its acquire and the block (or in the block's clean-up before the
+    # release) left it held, and the next call that could not be analysed, in any thread,
+    # waited for good. It is raised here at every instruction in turn (stricter than a
+    # real Ctrl-C, which lands at fewer points), and another thread then warns.
+    monkeypatch.setattr(diagnostics, "_warned", {})
+    code = diagnostics.unanalysed.__code__
+    k = 0
+    while True:
+        k += 1
+        seen = _interrupt_at_instruction(code, k, _unanalysed_at, "interrupted", k)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            other = threading.Thread(target=_unanalysed_at, args=("other thread", k))
+            other.start()
+            other.join(timeout=10)
+        assert not other.is_alive(), f"a Ctrl-C at instruction {k} left a later warning waiting"
+        assert [w.lineno for w in caught] == [k]
+        if seen < k:
+            break  # past the last instruction
+    assert k > 10
+
+
+def _unanalysed_at(filename, lineno):
+    diagnostics.unanalysed("wp.launch", filename, lineno, "m", ValueError("broken"))
+
+
+def _interrupt_at_instruction(code, k, fn, *args):
+    """Run `fn(*args)` with a KeyboardInterrupt raised at the k-th instruction (or line, where
+    this Python reports no instruction events) run in `code`; the instructions seen."""
+    seen = 0
+
+    def trace(frame, event, arg):
+        nonlocal seen
+        if frame.f_code is not code:
+            return None
+        frame.f_trace_opcodes = True
+        if event in ("opcode", "line"):
+            seen += 1
+            if seen == k:
+                raise KeyboardInterrupt
+        return trace
+
+    sys.settrace(trace)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*args)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
+    return seen
+
+
 def test_a_ctrl_c_while_the_first_guard_takes_room_near_the_limit(monkeypatch):
     # BUG: the room near the recursion limit was counted in before the change's `try`,
     # and before the first guard's signal wrappers were in place: a Ctrl-C handled as
@@ -785,6 +845,88 @@ def test_a_judged_call_counts_itself_in_before_it_raises_the_limit(arr, monkeypa
     monkeypatch.undo()
     assert users_at_raise[0] == (limit + 200, 1)
     assert sys.getrecursionlimit() == limit
+
+
+def _limit_put_back_with(monkeypatch, other, after):
+    """Count a call near the limit in and out again, and switch to the thread `other`
+    just before (``after=False``) or just after the settle that follows puts the limit
+    back; `other` is let go once that settle has returned. The limits seen while `other`
+    was still in, and once it was out again."""
+    limit = sys.getrecursionlimit()
+    token = object()
+    _at_depth(limit - 150, lambda: headroom.reserve(token, threading.get_ident()))
+    assert sys.getrecursionlimit() == limit + 200 and list(headroom.users) == [token]
+    del headroom.users[token]
+    set_limit = sys.setrecursionlimit
+    switched = []
+
+    def switching(value):
+        if value == limit and not switched:
+            switched.append(value)
+            if not after:
+                other.start()
+                assert other.counted_in.wait(10)
+            set_limit(value)
+            if after:
+                other.start()
+                assert other.counted_in.wait(10)
+        else:
+            set_limit(value)
+
+    monkeypatch.setattr(sys, "setrecursionlimit", switching)
+    headroom.settle()
+    monkeypatch.undo()
+    assert switched == [limit]
+    while_in = sys.getrecursionlimit()
+    other.let_go.set()
+    other.join(10)
+    assert not other.is_alive()
+    return while_in, sys.getrecursionlimit()
+
+
+class _NearTheLimit(threading.Thread):
+    """A thread that, near the recursion limit, counts itself in (as a judged call, or as
+    a guard's change) and stays in until let go."""
+
+    def __init__(self, how):
+        super().__init__(daemon=True)
+        self.how, self.counted_in, self.let_go = how, threading.Event(), threading.Event()
+        self.limits, self.depth = [], sys.getrecursionlimit() - 150  # the user's limit
+
+    def run(self):
+        _at_depth(self.depth, self._in)
+
+    def _in(self):
+        if self.how == "a change":
+            token = object()
+            headroom.reserve(token, threading.get_ident())
+            self._stay()
+            headroom.users.pop(token)
+            headroom.settle()
+        else:
+            with Tracer(lambda call: self._stay()):
+                wp.synchronize()
+
+    def _stay(self):
+        self.limits.append(sys.getrecursionlimit())
+        self.counted_in.set()
+        assert self.let_go.wait(10)
+        self.limits.append(sys.getrecursionlimit())
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+@pytest.mark.parametrize("how", ["a judged call", "a change"])
+def test_a_call_near_the_limit_as_another_thread_puts_it_back(monkeypatch, after, how):
+    # BUG: a thread that put the limit back marked it "not raised" after the fact: a call
+    # near the limit that another thread counted in just after the put-back raised it
+    # again, the mark then said otherwise, and the limit stayed raised for good. One
+    # counted in just before the put-back lost its room while it was still in.
+    limit = sys.getrecursionlimit()
+    other = _NearTheLimit(how)
+    while_in, after_all = _limit_put_back_with(monkeypatch, other, after)
+    assert (while_in, after_all) == (limit + 200, limit)
+    assert other.limits == [limit + 200, limit + 200]
+    assert headroom.users == {} and not headroom.raised
 
 
 def _everywhere_near_the_limit(fn):

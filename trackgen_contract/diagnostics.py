@@ -7,7 +7,6 @@ named in one warning per call site, pointing at the user's line.
 
 from __future__ import annotations
 
-import threading
 import warnings
 
 
@@ -15,17 +14,17 @@ class TrackgenContractWarning(UserWarning):
     """A call could not be analysed in full; it was judged on what could be read."""
 
 
-_warned: set[tuple[str, int, str]] = set()
-_lock = threading.Lock()
+# Call site and API -> the mark of the call that warned. No lock (see `tracer.collector`):
+# a Ctrl-C landing as a ``with`` block acquires one can leave it held, and the next
+# unanalysed call in any thread would wait for good. `setdefault` is one C-level step.
+_warned: dict[tuple[str, int, str], object] = {}
 
 
 def unanalysed(api: str, filename: str, lineno: int, module: str, error: BaseException) -> None:
     """Warn, once per call site and API, that a call could not be analysed in full."""
-    key = (filename, lineno, api)
-    with _lock:
-        if key in _warned:
-            return
-        _warned.add(key)
+    mark = object()
+    if _warned.setdefault((filename, lineno, api), mark) is not mark:
+        return
     message = (
         f"trackgen_contract could not analyse this call to {api} in full "
         f"({type(error).__name__}: {error}); it was judged on the values it binds"

@@ -118,9 +118,8 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
                 needed = False
         if needed or raised:
             headroom.users[token] = thread
-        if needed:
-            limit = sys.getrecursionlimit()
-            if not (headroom.raised and limit == headroom.saved + ROOM):  # another thread's
+            limit = sys.getrecursionlimit()  # checked again once counted in: see settle
+            if not (headroom.raised and limit == headroom.saved + ROOM):
                 headroom.saved, headroom.raised = limit, True
                 sys.setrecursionlimit(limit + ROOM)
         collector.hold(token, thread)  # no finaliser runs in the middle of judging

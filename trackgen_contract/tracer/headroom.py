@@ -18,6 +18,7 @@ import sys
 import threading
 
 ROOM = 200  # frames: far more than judging one call takes
+_SETTLING = "settling"  # `raised` while `settle` puts the limit back
 
 # From 3.12 the recursion limit counts Python frames alone (C calls have their own), so
 # the frames on the stack say how close the limit is; 3.11's also counts C calls that no
@@ -43,7 +44,7 @@ class _Headroom:
     def __init__(self) -> None:
         self.users: dict[object, int] = {}  # token -> the thread counted in
         self.saved = 0
-        self.raised = False  # by a judged call, and not put back yet
+        self.raised: bool | str = False  # by a judged call, and not put back yet
 
     def reserve(self, token: object, thread: int) -> None:
         """Room for a change made here (see the module): the limit raised where this is
@@ -51,30 +52,43 @@ class _Headroom:
         pops it from `users` in its ``finally`` and then, if it was there, calls `settle`.
         Needs a frame: where there is none, the RecursionError comes before the change.
         (Frames tell on 3.11 too: a change takes a small part of `ROOM`.)"""
-        limit = sys.getrecursionlimit()
-        raised = self.raised and limit == self.saved + ROOM  # not put back yet
-        if not raised:
+        if not self.is_raised():
             try:
-                sys._getframe(limit - ROOM)
+                sys._getframe(sys.getrecursionlimit() - ROOM)
             except ValueError:  # ROOM frames below the limit: the user's limit will do
                 return
         self.users[token] = thread
-        if not raised and not (self.raised and sys.getrecursionlimit() == self.saved + ROOM):
+        if not self.is_raised():  # checked again once counted in: see `settle`
             self.saved, self.raised = sys.getrecursionlimit(), True
             sys.setrecursionlimit(self.saved + ROOM)
 
+    def is_raised(self) -> bool:
+        """Whether the limit stands raised by a judged call, not put back yet."""
+        return bool(self.raised) and sys.getrecursionlimit() == self.saved + ROOM
+
     def settle(self) -> None:
         """Put the user's limit back once nobody is judging (where the stack is too deep
-        for it still, a later call does it). A limit the program set meanwhile stands."""
+        for it still, a later call does it). A limit the program set meanwhile stands.
+
+        Another thread may count itself in while this runs. One that found the limit
+        raised before it was put back is seen in `users` afterwards, and it goes up again;
+        one that comes in later finds it put back, and raises it itself (flag `_SETTLING`
+        meanwhile, so this does not then mark that raise as put back)."""
         if not self.users and self.raised:
             if sys.getrecursionlimit() != self.saved + ROOM:
                 self.raised = False  # the program's own since
                 return
+            self.raised = _SETTLING
             try:
                 sys.setrecursionlimit(self.saved)
             except RecursionError:
+                self.raised = True
                 return
-            self.raised = False
+            if self.raised is _SETTLING:
+                self.raised = False
+            if self.users and not self.is_raised():
+                self.saved, self.raised = sys.getrecursionlimit(), True
+                sys.setrecursionlimit(self.saved + ROOM)
 
     def reset_after_fork(self) -> None:
         """A forked child's other threads are gone, and their judging with them; the
