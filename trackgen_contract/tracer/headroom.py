@@ -52,19 +52,17 @@ class _Headroom:
         pops it from `users` in its ``finally`` and then, if it was there, calls `settle`.
         Needs a frame: where there is none, the RecursionError comes before the change.
         (Frames tell on 3.11 too: a change takes a small part of `ROOM`.)"""
-        if not self.is_raised():
+        limit = sys.getrecursionlimit()
+        if not (self.raised and limit == self.saved + ROOM):  # not raised, or put back
             try:
-                sys._getframe(sys.getrecursionlimit() - ROOM)
+                sys._getframe(limit - ROOM)
             except ValueError:  # ROOM frames below the limit: the user's limit will do
                 return
         self.users[token] = thread
-        if not self.is_raised():  # checked again once counted in: see `settle`
-            self.saved, self.raised = sys.getrecursionlimit(), True
-            sys.setrecursionlimit(self.saved + ROOM)
-
-    def is_raised(self) -> bool:
-        """Whether the limit stands raised by a judged call, not put back yet."""
-        return bool(self.raised) and sys.getrecursionlimit() == self.saved + ROOM
+        limit = sys.getrecursionlimit()  # checked again once counted in: see `settle`
+        if not (self.raised and limit == self.saved + ROOM):
+            self.saved, self.raised = limit, True
+            sys.setrecursionlimit(limit + ROOM)
 
     def settle(self) -> None:
         """Put the user's limit back once nobody is judging (where the stack is too deep
@@ -73,7 +71,10 @@ class _Headroom:
         Another thread may count itself in while this runs. One that found the limit
         raised before it was put back is seen in `users` afterwards, and it goes up again;
         one that comes in later finds it put back, and raises it itself (flag `_SETTLING`
-        meanwhile, so this does not then mark that raise as put back)."""
+        meanwhile, so this does not then mark that raise as put back).
+
+        C calls alone, written inline: a change's ``finally`` calls this after the point of
+        no return, where no frame deeper may start (see `critical.protected`)."""
         if not self.users and self.raised:
             if sys.getrecursionlimit() != self.saved + ROOM:
                 self.raised = False  # the program's own since
@@ -86,9 +87,10 @@ class _Headroom:
                 return
             if self.raised is _SETTLING:
                 self.raised = False
-            if self.users and not self.is_raised():
-                self.saved, self.raised = sys.getrecursionlimit(), True
-                sys.setrecursionlimit(self.saved + ROOM)
+            limit = sys.getrecursionlimit()
+            if self.users and not (self.raised and limit == self.saved + ROOM):
+                self.saved, self.raised = limit, True
+                sys.setrecursionlimit(limit + ROOM)
 
     def reset_after_fork(self) -> None:
         """A forked child's other threads are gone, and their judging with them; the
