@@ -304,7 +304,7 @@ class HotPathGuard:
     def _on_repeat(self, names: tuple[str, ...], items: tuple, marks: int, breaches: bool) -> bool:
         # Runs in the core's callback (see Tracer.answer_repeats): first what may refuse or
         # fail, then the appends, so that a call judged in full instead is recorded once.
-        if (breaches and self.strict) or sanction.marks() != marks:
+        if (breaches and self.strict) or sanction.marked[0] != marks:
             return False  # made strict since (refused in full), or its caller marked since
         if len(names) == 1:  # one finding, the common case: no loop (it costs as much again)
             records = getattr(self, names[0])  # the lists of this block

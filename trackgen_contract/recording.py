@@ -233,7 +233,7 @@ class Recording:
         marks = known.marks
 
         def answer() -> bool:
-            if hotpaths.any_marked() or sanction.marks() != marks:
+            if hotpaths.any_marked() or sanction.marked[0] != marks:
                 return False  # judged in full
             count.calls += 1
             self.checked += covered

@@ -33,13 +33,13 @@ F = TypeVar("F", bound=Callable)
 # functions with one qualified name, are two places.
 _sites: dict[int, tuple[CodeType, str]] = {}
 _scopes: ContextVar[frozenset[str]] = ContextVar("trackgen_contract_sanctions", default=frozenset())
-_marked = [0]  # functions marked so far
+marked = [0]  # functions marked so far; read in place where a call less counts
 
 
 def marks() -> int:
     """How many functions were marked so far: a verdict remembered for a call site under
     fewer marks may no longer hold (its function may have been marked since)."""
-    return _marked[0]
+    return marked[0]
 
 
 def _check_kind(kind: object) -> str:
@@ -61,7 +61,7 @@ def site(kind: str) -> Callable[[F], F]:
         if not isinstance(code, CodeType):
             raise TypeError(f"sanction.site({kind!r}) expects a function, got {fn!r}")
         _sites[id(code)] = (code, kind)
-        _marked[0] += 1
+        marked[0] += 1
         return fn
 
     return mark

@@ -259,17 +259,21 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
     same way (the same caller code, globals and module name, its check passing) while
     the tracer that remembered it is the only running one of `thread` that watches the
     call, and its answer, called in place of judging the call, takes it."""
-    sites = repeats.get(id(caller.f_code))
+    code = caller.f_code  # read once: a frame's fields cost a lookup each (3.13)
+    sites = repeats.get(id(code))
     known = sites and sites.get(caller.f_lasti)
     if (
         not known
-        or known.caller is not caller.f_code
+        or known.caller is not code
         or known.callee is not callee
         or known.globals is not caller.f_globals
         or dict.get(known.globals, "__name__") is not known.name
     ):
         return False
-    if quiet(tracers, thread).alone.get(known.op) is not known.tracer:
+    now = last.now  # quiet's answer, inline where it is the last one (a call less)
+    if tracers is not now.tracers or thread != now.thread:
+        now = quiet(tracers, thread)
+    if now.alone.get(known.op) is not known.tracer:
         return False
     if known.check is not None and not known.check(caller):  # as on the clean path
         return False
