@@ -166,14 +166,28 @@ def test_plain(buffers):
         ),
     ],
 )
-def test_bad_marker_options_are_usage_errors(run, marker, message):
+def test_bad_marker_options_are_setup_errors(run, marker, message):
+    # An error of the test's setup, not a failure of the code under test (as a call-phase
+    # UsageError showed before): its fixtures are not set up, its body does not run, and
+    # the next test runs as usual.
     result = run(f"""
+@pytest.fixture
+def expensive():
+    raise AssertionError("the fixture was set up")
+
 @pytest.mark.{marker}
-def test_bad(buffers):
+def test_bad(expensive):
+    raise AssertionError("the body ran")
+
+def test_next():
     pass
 """)
-    assert result.ret != 0
-    assert message in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(errors=1, passed=1)
+    output = result.stdout.str()
+    assert message in output and "ERROR at setup of test_bad" in output
+    assert "During handling" not in output
+    assert "the fixture was set up" not in output and "the body ran" not in output
+    assert "Traceback" not in output and "trackgen_contract/" not in output
 
 
 def test_guard_factory_fixture(run):

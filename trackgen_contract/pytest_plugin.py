@@ -9,7 +9,8 @@ A breach fails the test with the guard's report and each breach's source line, t
 traceback cut down to the test's own frames. The marker takes the options of
 `trackgen_contract.hot_path_guard`; with ``strict=False`` every breach of the test is
 collected before it fails, instead of stopping at the first. A marked test whose call
-phase makes no watched Warp call fails too: nothing was checked.
+phase makes no watched Warp call fails too: nothing was checked. A marker with bad
+options is an error in the test's setup, before its fixtures run.
 
 Options: ``--hot-path-sarif PATH`` writes every guarded test's breaches as SARIF 2.1.0;
 ``--hot-path-write-baseline PATH`` records them as a baseline, and
@@ -147,6 +148,19 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
         return HotPathGuard(**options)
     except (TypeError, ValueError) as exc:
         raise pytest.UsageError(f"{where}: {exc}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A marker with bad options is the test's setup error, reported before its fixtures
+    are set up and its body runs: it is not the code under test that failed."""
+    try:
+        _guard_for(item)
+    except pytest.UsageError as error:
+        message = str(error)
+    else:
+        return
+    pytest.fail(message, pytrace=False)  # outside the except: no "during handling" echo
 
 
 @pytest.hookimpl(wrapper=True)
