@@ -190,6 +190,49 @@ def test_next():
     assert "Traceback" not in output and "trackgen_contract/" not in output
 
 
+def test_a_test_that_is_skipped_is_not_checked_for_its_markers_options(run):
+    # The setup check of the options ran before pytest's skip and xfail marks, and
+    # before unittest's skip: tests that were skipped became errors.
+    result = run("""
+import unittest
+
+BAD = pytest.mark.hot_path(strict="yes")
+
+@pytest.mark.skip(reason="not on this machine")
+@BAD
+def test_skipped():
+    pass
+
+@pytest.mark.skipif(True, reason="no device")
+@BAD
+def test_skipif():
+    pass
+
+@pytest.mark.xfail(reason="known", run=False)
+@BAD
+def test_xfail_not_run():
+    pass
+
+@unittest.skip("not here")
+@BAD
+class TestSkippedCase(unittest.TestCase):
+    def test_a(self):
+        pass
+
+class TestCase(unittest.TestCase):
+    @unittest.skip("not here")
+    @BAD
+    def test_b(self):
+        pass
+
+    @BAD
+    def test_c(self):
+        pass
+""")
+    result.assert_outcomes(skipped=4, xfailed=1, errors=1)
+    assert "ERROR at setup of TestCase.test_c" in result.stdout.str()
+
+
 def test_guard_factory_fixture(run):
     result = run("""
 def test_factory(hot_path_guard, buffers):

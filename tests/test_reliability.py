@@ -847,41 +847,51 @@ def test_a_judged_call_counts_itself_in_before_it_raises_the_limit(arr, monkeypa
     assert sys.getrecursionlimit() == limit
 
 
-def _limit_put_back_with(monkeypatch, other, after):
-    """Count a call near the limit in and out again, and switch to the thread `other`
-    just before (``after=False``) or just after the settle that follows puts the limit
-    back; `other` is let go once that settle has returned. The limits seen while `other`
-    was still in, and once it was out again."""
+def _settle_with_a_switch(monkeypatch, other, k, program_limit=None):
+    """Count a call near the limit in and out again; in the settle that follows, switch
+    to the thread `other` as the k-th of that settle's calls to read or set the limit
+    returns (a switch point on 3.12+): it starts and counts itself in, and the program
+    then sets `program_limit`, if given. It runs on as the next such call returns, or
+    once the settle has returned. Whether the k-th call came."""
     limit = sys.getrecursionlimit()
     token = object()
     _at_depth(limit - 150, lambda: headroom.reserve(token, threading.get_ident()))
     assert sys.getrecursionlimit() == limit + 200 and list(headroom.users) == [token]
     del headroom.users[token]
-    set_limit = sys.setrecursionlimit
-    switched = []
+    get_limit, set_limit, calls = sys.getrecursionlimit, sys.setrecursionlimit, []
 
-    def switching(value):
-        if value == limit and not switched:
-            switched.append(value)
-            if not after:
-                other.start()
-                assert other.counted_in.wait(10)
-            set_limit(value)
-            if after:
-                other.start()
-                assert other.counted_in.wait(10)
-        else:
-            set_limit(value)
+    def switch():
+        if threading.current_thread() is not threading.main_thread():
+            return
+        calls.append(None)
+        if len(calls) == k:
+            other.start()
+            assert other.counted_in.wait(10)
+            if program_limit is not None:
+                set_limit(program_limit)
+        elif len(calls) == k + 1:
+            other.let_go.set()
+            other.join(10)
 
-    monkeypatch.setattr(sys, "setrecursionlimit", switching)
+    def getting():
+        value = get_limit()
+        switch()
+        return value
+
+    def setting(value):
+        set_limit(value)
+        switch()
+
+    monkeypatch.setattr(sys, "getrecursionlimit", getting)
+    monkeypatch.setattr(sys, "setrecursionlimit", setting)
     headroom.settle()
     monkeypatch.undo()
-    assert switched == [limit]
-    while_in = sys.getrecursionlimit()
+    if len(calls) < k:
+        return False
     other.let_go.set()
     other.join(10)
     assert not other.is_alive()
-    return while_in, sys.getrecursionlimit()
+    return True
 
 
 class _NearTheLimit(threading.Thread):
@@ -914,19 +924,45 @@ class _NearTheLimit(threading.Thread):
         self.limits.append(sys.getrecursionlimit())
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
 @pytest.mark.parametrize("how", ["a judged call", "a change"])
-def test_a_call_near_the_limit_as_another_thread_puts_it_back(monkeypatch, after, how):
+def test_a_call_near_the_limit_as_another_thread_puts_it_back(monkeypatch, how):
     # BUG: a thread that put the limit back marked it "not raised" after the fact: a call
     # near the limit that another thread counted in just after the put-back raised it
     # again, the mark then said otherwise, and the limit stayed raised for good. One
-    # counted in just before the put-back lost its room while it was still in.
+    # counted in as the limit was read lost its room while it was still in; then one
+    # that ran before the limit was raised again for it did. At each switch point:
     limit = sys.getrecursionlimit()
-    other = _NearTheLimit(how)
-    while_in, after_all = _limit_put_back_with(monkeypatch, other, after)
-    assert (while_in, after_all) == (limit + 200, limit)
-    assert other.limits == [limit + 200, limit + 200]
-    assert headroom.users == {} and not headroom.raised
+    k = 0
+    while True:
+        k += 1
+        other = _NearTheLimit(how)
+        if not _settle_with_a_switch(monkeypatch, other, k):
+            break
+        assert other.limits == [limit + 200, limit + 200], f"switched at call {k}"
+        assert sys.getrecursionlimit() == limit and headroom.users == {}
+        assert not headroom.raised
+    assert k > 2
+
+
+def test_a_limit_the_program_sets_while_another_thread_settles_stands(monkeypatch):
+    # A settle that raised the limit again for a call counted in meanwhile did so from a
+    # read made before that call raised it itself: a limit the program set in between
+    # was overwritten, and then put back to the stale value. At each switch point:
+    limit = sys.getrecursionlimit()
+    k = 0
+    try:
+        while True:
+            k += 1
+            other = _NearTheLimit("a change")
+            if not _settle_with_a_switch(monkeypatch, other, k, program_limit=5000):
+                break
+            assert sys.getrecursionlimit() == 5000, f"switched at call {k}"
+            sys.setrecursionlimit(limit)
+            assert headroom.users == {} and not headroom.raised
+    finally:
+        sys.setrecursionlimit(limit)
+        headroom.raised = False
+    assert k > 2
 
 
 def _everywhere_near_the_limit(fn):

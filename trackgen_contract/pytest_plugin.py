@@ -126,9 +126,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard | None:
     """The guard a marked test runs under (None for an unmarked test); `run_through` makes
-    it non-strict, to collect every breach for a baseline."""
+    it non-strict, to collect every breach for a baseline. None too for a test that a
+    ``unittest.skip`` decorator skips: pytest skips it in its setup or its call phase."""
     marker = item.get_closest_marker("hot_path")
-    if marker is None:
+    if marker is None or _unittest_skips(item):
         return None
     where = f"{item.nodeid}: @pytest.mark.hot_path"
     if marker.args:
@@ -150,10 +151,10 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
         raise pytest.UsageError(f"{where}: {exc}") from None
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A marker with bad options is the test's setup error, reported before its fixtures
-    are set up and its body runs: it is not the code under test that failed."""
+    are set up and its body runs: it is not the code under test that failed. After the
+    skip and xfail marks (theirs run first): a test that does not run is not checked."""
     try:
         _guard_for(item)
     except pytest.UsageError as error:
@@ -161,6 +162,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     else:
         return
     pytest.fail(message, pytrace=False)  # outside the except: no "during handling" echo
+
+
+def _unittest_skips(item: pytest.Item) -> bool:
+    """Whether `item` is a unittest test that a ``unittest.skip`` decorator skips."""
+    owners = (getattr(item, "obj", None), getattr(item, "cls", None))
+    return any(getattr(owner, "__unittest_skip__", False) for owner in owners)
 
 
 @pytest.hookimpl(wrapper=True)

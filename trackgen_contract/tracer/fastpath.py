@@ -518,6 +518,6 @@ def _bound_method_check(
             if "__getattribute__" in space:
                 return False  # given one since (by the class or a base)
         own = read_own(obj, cls)  # a dict subclass is read as a plain dict, as Python does
-        return issubclass(type(own), dict) and not has(own, attribute)
+        return (type(own) is dict or issubclass(type(own), dict)) and not has(own, attribute)
 
     return check

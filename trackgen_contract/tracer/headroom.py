@@ -68,10 +68,13 @@ class _Headroom:
         """Put the user's limit back once nobody is judging (where the stack is too deep
         for it still, a later call does it). A limit the program set meanwhile stands.
 
-        Another thread may count itself in while this runs. One that found the limit
-        raised before it was put back is seen in `users` afterwards, and it goes up again;
-        one that comes in later finds it put back, and raises it itself (flag `_SETTLING`
-        meanwhile, so this does not then mark that raise as put back).
+        Another thread may count itself in while this runs. Up to the limit's read it is
+        seen in `users`, and the limit stays; from the read to the put-back nothing can
+        switch in on 3.12+ (no call returns in between); one that counts in later finds
+        the limit put back and raises it itself (`raised` is `_SETTLING` meanwhile, so
+        this does not then mark that raise as put back). On 3.11 a profile function runs
+        as each C call starts: a call counted in at the put-back's start may be judged
+        under the user's limit (README).
 
         C calls alone, written inline: a change's ``finally`` calls this after the point of
         no return, where no frame deeper may start (see `critical.protected`)."""
@@ -79,18 +82,16 @@ class _Headroom:
             if sys.getrecursionlimit() != self.saved + ROOM:
                 self.raised = False  # the program's own since
                 return
+            if self.users:  # counted in as the limit was read: it is theirs to settle
+                return
             self.raised = _SETTLING
             try:
                 sys.setrecursionlimit(self.saved)
             except RecursionError:
                 self.raised = True
                 return
-            if self.raised is _SETTLING:
+            if self.raised is _SETTLING:  # else one counted in since raised it again
                 self.raised = False
-            limit = sys.getrecursionlimit()
-            if self.users and not (self.raised and limit == self.saved + ROOM):
-                self.saved, self.raised = limit, True
-                sys.setrecursionlimit(limit + ROOM)
 
     def reset_after_fork(self) -> None:
         """A forked child's other threads are gone, and their judging with them; the
