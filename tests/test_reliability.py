@@ -594,6 +594,7 @@ def _interrupt_at_instruction(code, k, fn, *args):
                 raise KeyboardInterrupt
         return trace
 
+    previous = sys.gettrace()  # coverage.py's C tracer, in CI: put back after
     sys.settrace(trace)
     try:
         with warnings.catch_warnings():
@@ -602,7 +603,7 @@ def _interrupt_at_instruction(code, k, fn, *args):
     except KeyboardInterrupt:
         pass
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     return seen
 
 
