@@ -681,6 +681,13 @@ def test_no_hot_path_checks_the_whole_run(tmp_path):
         "wp.synchronize()",
         "wp.zeros()",
     }
+    # The whole run is checked: the table has no hot-path column (it read 0 everywhere).
+    header = _table_header(err)
+    assert header.split() == ["Warp", "call", "calls", "breaches"]
+
+
+def _table_header(err):
+    return err.split("Warp calls seen\n")[1].splitlines()[0]
 
 
 @pytest.mark.parametrize("target", ["__main__:step", "prog:step"])
@@ -701,6 +708,7 @@ def test_hot_option_scopes_the_checks(tmp_path, target):
     }
     sync = next(c for c in document["calls"] if c["api"] == "wp.synchronize")
     assert sync["in_hot_paths"] == 0 and sync["breaches"] == 0
+    assert _table_header(err).split() == ["Warp", "call", "calls", "in", "hot", "paths", "breaches"]
 
 
 def test_hot_option_in_an_imported_module(tmp_path):

@@ -220,13 +220,15 @@ def _table(scoped: Scoped, style: _Style) -> list[str]:
         return ["no watched Warp call was made"]
     ordered = _ordered_calls(calls)
     width = max(len("Warp call"), *(len(str(name)) for name, _ in ordered))
-    header = f"  {'Warp call':<{width}}  {'calls':>7}  {'in hot paths':>12}  {'breaches':>8}"
+    hot = bool(scoped.hot_paths)  # else the whole run is checked: no hot-path column
+    middle = f"  {'in hot paths':>12}" if hot else ""
+    header = f"  {'Warp call':<{width}}  {'calls':>7}{middle}  {'breaches':>8}"
     lines = [style("Warp calls seen", _BOLD), style(header, _DIM)]
     for name, count in ordered:
         n = scoped.api_breaches(count)
         breaches = style(f"{n:>8}", _RED) if n else f"{0:>8}"
-        text = f"{name!s:<{width}}"
-        lines.append(f"  {text}  {count.calls:>7}  {count.in_hot_paths:>12}  {breaches}")
+        middle = f"  {count.in_hot_paths:>12}" if hot else ""
+        lines.append(f"  {name!s:<{width}}  {count.calls:>7}{middle}  {breaches}")
     if any(name.inside for name, _ in ordered):
         lines.append(style(_LEGEND, _DIM))
     return lines
