@@ -102,6 +102,8 @@ def render(findings: Findings, outcome: Outcome, *, program: str, colour: bool =
     if total:
         sites = len(findings.breaches)
         head = style(f"{_plural(total, 'breaching call')} at {_plural(sites, 'site')}", _BOLD, _RED)
+    elif findings.unchecked:  # no pass: said why below
+        head = style("no breach found, but not fully checked,", _BOLD, _YELLOW)
     else:
         head = style("no hot-path contract breach", _BOLD, _GREEN)
     lines = [f"trackgen_contract: {head} in {program}"]
