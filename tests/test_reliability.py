@@ -848,17 +848,20 @@ def test_a_judged_call_counts_itself_in_before_it_raises_the_limit(arr, monkeypa
     assert sys.getrecursionlimit() == limit
 
 
-def _settle_with_a_switch(monkeypatch, other, k, program_limit=None):
-    """Count a call near the limit in and out again; in the settle that follows, switch
-    to the thread `other` as the k-th of that settle's calls to read or set the limit
-    returns (a switch point on 3.12+): it starts and counts itself in, and the program
-    then sets `program_limit`, if given. It runs on as the next such call returns, or
-    once the settle has returned. Whether the k-th call came."""
+def _settle_with_a_switch(monkeypatch, other, k, program_limit=None, before=None):
+    """Count a call near the limit in and out again (and call `before()`, if given);
+    in the settle that follows, switch to the thread `other` as the k-th of that
+    settle's calls to read or set the limit returns (a switch point on 3.12+): it starts
+    and counts itself in, and the program then sets `program_limit`, if given. It runs
+    on as the next such call returns, or once the settle has returned. Whether the k-th
+    call came."""
     limit = sys.getrecursionlimit()
     token = object()
     _at_depth(limit - 150, lambda: headroom.reserve(token, threading.get_ident()))
     assert sys.getrecursionlimit() == limit + 200 and list(headroom.users) == [token]
     del headroom.users[token]
+    if before is not None:
+        before()
     get_limit, set_limit, calls = sys.getrecursionlimit, sys.setrecursionlimit, []
 
     def switch():
@@ -912,8 +915,8 @@ class _NearTheLimit(threading.Thread):
             token = object()
             headroom.reserve(token, threading.get_ident())
             self._stay()
-            headroom.users.pop(token)
-            headroom.settle()
+            if headroom.users.pop(token, None) is not None:
+                headroom.settle()
         else:
             with Tracer(lambda call: self._stay()):
                 wp.synchronize()
@@ -945,25 +948,33 @@ def test_a_call_near_the_limit_as_another_thread_puts_it_back(monkeypatch, how):
     assert k > 2
 
 
-def test_a_limit_the_program_sets_while_another_thread_settles_stands(monkeypatch):
+@pytest.mark.parametrize("first", [False, True], ids=["set meanwhile", "set first"])
+def test_a_limit_the_program_sets_while_another_thread_settles_stands(monkeypatch, first):
     # A settle that raised the limit again for a call counted in meanwhile did so from a
     # read made before that call raised it itself: a limit the program set in between
-    # was overwritten, and then put back to the stale value. At each switch point:
+    # was overwritten, and then put back to the stale value. And a settle that found the
+    # program's own limit marked the limit not raised after another thread had raised it
+    # (above the program's) in between: it stayed raised for good. At each switch point:
     limit = sys.getrecursionlimit()
     k = 0
     try:
         while True:
             k += 1
             other = _NearTheLimit("a change")
-            if not _settle_with_a_switch(monkeypatch, other, k, program_limit=5000):
+            # Set first: lower, so that the other thread is near the program's limit.
+            ours = limit - 50 if first else 5000
+            program = {"program_limit": ours}
+            if first:
+                program = {"before": lambda: sys.setrecursionlimit(ours)}  # noqa: B023
+            if not _settle_with_a_switch(monkeypatch, other, k, **program):
                 break
-            assert sys.getrecursionlimit() == 5000, f"switched at call {k}"
+            assert sys.getrecursionlimit() == ours, f"switched at call {k}"
             sys.setrecursionlimit(limit)
             assert headroom.users == {} and not headroom.raised
     finally:
         sys.setrecursionlimit(limit)
         headroom.raised = False
-    assert k > 2
+    assert k > 1
 
 
 def _everywhere_near_the_limit(fn):

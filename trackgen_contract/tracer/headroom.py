@@ -79,10 +79,11 @@ class _Headroom:
         C calls alone, written inline: a change's ``finally`` calls this after the point of
         no return, where no frame deeper may start (see `critical.protected`)."""
         if not self.users and self.raised:
-            if sys.getrecursionlimit() != self.saved + ROOM:
-                self.raised = False  # the program's own since
-                return
+            limit = sys.getrecursionlimit()
             if self.users:  # counted in as the limit was read: it is theirs to settle
+                return
+            if limit != self.saved + ROOM:
+                self.raised = False  # the program's own since
                 return
             self.raised = _SETTLING
             try:
