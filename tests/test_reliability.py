@@ -848,20 +848,20 @@ def test_a_judged_call_counts_itself_in_before_it_raises_the_limit(arr, monkeypa
     assert sys.getrecursionlimit() == limit
 
 
-def _settle_with_a_switch(monkeypatch, other, k, program_limit=None, before=None):
-    """Count a call near the limit in and out again (and call `before()`, if given);
-    in the settle that follows, switch to the thread `other` as the k-th of that
-    settle's calls to read or set the limit returns (a switch point on 3.12+): it starts
-    and counts itself in, and the program then sets `program_limit`, if given. It runs
-    on as the next such call returns, or once the settle has returned. Whether the k-th
-    call came."""
+def _settle_with_a_switch(monkeypatch, other, k, program_limit=None, program_first=False):
+    """Count a call near the limit in and out again; in the settle that follows, switch
+    to the thread `other` as the k-th of that settle's calls to read or set the limit
+    returns (a switch point on 3.12+): it starts and counts itself in. The program sets
+    `program_limit`, if given, then (or before the settle, with `program_first`).
+    `other` runs on as the next such call returns, or once the settle has returned.
+    Whether the k-th call came."""
     limit = sys.getrecursionlimit()
     token = object()
     _at_depth(limit - 150, lambda: headroom.reserve(token, threading.get_ident()))
     assert sys.getrecursionlimit() == limit + 200 and list(headroom.users) == [token]
     del headroom.users[token]
-    if before is not None:
-        before()
+    if program_limit is not None and program_first:
+        sys.setrecursionlimit(program_limit)
     get_limit, set_limit, calls = sys.getrecursionlimit, sys.setrecursionlimit, []
 
     def switch():
@@ -871,7 +871,7 @@ def _settle_with_a_switch(monkeypatch, other, k, program_limit=None, before=None
         if len(calls) == k:
             other.start()
             assert other.counted_in.wait(10)
-            if program_limit is not None:
+            if program_limit is not None and not program_first:
                 set_limit(program_limit)
         elif len(calls) == k + 1:
             other.let_go.set()
@@ -963,10 +963,7 @@ def test_a_limit_the_program_sets_while_another_thread_settles_stands(monkeypatc
             other = _NearTheLimit("a change")
             # Set first: lower, so that the other thread is near the program's limit.
             ours = limit - 50 if first else 5000
-            program = {"program_limit": ours}
-            if first:
-                program = {"before": lambda: sys.setrecursionlimit(ours)}  # noqa: B023
-            if not _settle_with_a_switch(monkeypatch, other, k, **program):
+            if not _settle_with_a_switch(monkeypatch, other, k, ours, program_first=first):
                 break
             assert sys.getrecursionlimit() == ours, f"switched at call {k}"
             sys.setrecursionlimit(limit)
