@@ -1924,6 +1924,121 @@ def test_a_clean_site_under_other_globals_is_judged_again(arr):
     )
 
 
+def _launch_by_relay_names():
+    relay.launch(A0, A1, A2, A3, A4, A5, A6, A7)  # noqa: F821 (names of the globals it runs under)
+
+
+def _launch_seven_by_global_names():
+    launch(A0, A1, A2, A3, A4, A5, A6)  # noqa: F821 (names of the globals it runs under)
+
+
+def _launch_seven_by_relay_names():
+    relay.launch(A0, A1, A2, A3, A4, A5, A6)  # noqa: F821 (names of the globals it runs under)
+
+
+def _rebind(namespace, change, loaded):
+    """Make the call site of `namespace` load `loaded` in place of ``wp.launch``, under
+    the same module name, by `change`; returns the globals to run the site under then."""
+    if change == "global":
+        namespace["launch"] = loaded
+    elif change == "dict subclass":  # the very __name__ object, and wp.launch still held
+
+        class Loading(dict):
+            def __getitem__(self, key):
+                return loaded if key == "launch" else dict.__getitem__(self, key)
+
+        return Loading(namespace)
+    elif change == "module attribute":
+        namespace["relay"].launch = loaded
+    elif change == "module":
+        namespace["relay"] = types.ModuleType("other")
+        namespace["relay"].launch = loaded
+    elif change == "module class":  # its __dict__ still binds wp.launch
+
+        class Relaying(types.ModuleType):
+            # Not a property: 3.14's specialised load of a module attribute skips it.
+            def __getattribute__(self, name):
+                return loaded if name == "launch" else super().__getattribute__(name)
+
+        namespace["relay"].__class__ = Relaying
+    return namespace
+
+
+def _site_under(code, change, arr, **arguments):
+    relay = types.ModuleType("relay")
+    relay.launch = wp.launch
+    namespace = {"__name__": "relayed", "launch": wp.launch, "relay": relay, "A0": add_one}
+    namespace.update(A1=8, A2=[arr], A3=[], A4=[], A5=[], A6="cpu", **arguments)
+    return namespace, types.FunctionType(code, namespace)
+
+
+_REBINDINGS = ["global", "dict subclass", "module attribute", "module", "module class"]
+
+
+@pytest.mark.parametrize("change", _REBINDINGS)
+def test_a_clean_site_whose_callable_is_rebound_is_judged_again(arr, change):
+    """A site found clean, then loading another callable under the same globals (the same
+    module name): the callable is read again at each call, and a call through C code that
+    passes no stream is reported."""
+    by_global = change in ("global", "dict subclass")
+    code = (_launch_by_global_names if by_global else _launch_by_relay_names).__code__
+
+    def calls():
+        namespace, site = _site_under(code, change, arr, A7=None)  # stream by position
+        site()  # found clean
+        site()  # answered from the caller's frame
+        # operator.call(wp.launch, add_one, 8, [arr], [], [], [], "cpu"): 7 reach it
+        namespace.update(A0=wp.launch, A1=add_one, A2=8, A3=[arr], A6=[], A7="cpu")
+        types.FunctionType(code, _rebind(namespace, change, operator.call))()
+
+    exact(
+        calls,
+        [Call("wp.launch", names(LAUNCH, 8))] * 2
+        + [Call("wp.launch", names(LAUNCH, 7), knowable=False)],
+    )
+
+
+@pytest.mark.parametrize("change", _REBINDINGS)
+def test_a_breaching_site_whose_callable_is_rebound_is_judged_again(arr, change):
+    """The same for a site whose breach is answered from the caller's frame: once it loads
+    a partial that passes the stream, its call is not a breach (where the partial can be
+    read without running the user's code)."""
+    readable = change not in ("dict subclass", "module class")
+    by_global = change in ("global", "dict subclass")
+    code = _launch_seven_by_global_names if by_global else _launch_seven_by_relay_names
+    code = code.__code__
+
+    def calls():
+        namespace, site = _site_under(code, change, arr)
+        site()  # a breach: no stream
+        site()  # judged as the first one was
+        site()  # answered from the caller's frame
+        passing = functools.partial(wp.launch, stream=None)
+        types.FunctionType(code, _rebind(namespace, change, passing))()
+
+    exact(
+        calls,
+        [Call("wp.launch", names(LAUNCH, 7))] * 3
+        + [Call("wp.launch", names(LAUNCH, 7, "stream"), knowable=readable)],
+    )
+
+
+@pytest.mark.parametrize("change", _REBINDINGS)
+def test_a_breaching_site_then_loading_a_callable_that_passes_a_stream(arr, change):
+    """As above, with a stream that is not None (a stand-in that Warp takes on the CPU):
+    also a call whose shape cannot be read back, judged on its bound stream, passes."""
+    by_global = change in ("global", "dict subclass")
+    code = _launch_seven_by_global_names if by_global else _launch_seven_by_relay_names
+    stream = types.SimpleNamespace(device=wp.get_device("cpu"))
+    passing = functools.partial(wp.launch, stream=stream)
+    namespace, site = _site_under(code.__code__, change, arr)
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            site()  # a breach, judged, then answered from the caller's frame
+        types.FunctionType(code.__code__, _rebind(namespace, change, passing))()
+    assert [v.site.lineno for v in guard.violations] == [code.__code__.co_firstlineno + 1] * 3
+
+
 # --- a call answered at a clean site counts only for the guards that watch it --------------
 
 

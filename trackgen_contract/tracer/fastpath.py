@@ -54,6 +54,38 @@ _type_flags = type.__dict__["__flags__"].__get__
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose namespace can still change
 
 
+class Binding:
+    """A site's callable, loaded from its caller's globals: ``globals[variable]`` is
+    `bound`, the watched function itself (``launch(...)``), or a plain module whose
+    namespace still binds `attribute` to the watched function `target`
+    (``wp.launch(...)``). Globals of a ``dict`` subclass never pass: its own
+    ``__getitem__`` would answer the load. The core's callback tests the same inline."""
+
+    __slots__ = ("attribute", "bound", "namespace", "target", "variable")
+
+    def __init__(
+        self, variable: str, bound: object, attribute: str | None, namespace: dict | None
+    ) -> None:
+        self.variable, self.bound = variable, bound
+        self.attribute, self.namespace = attribute, namespace
+        self.target = bound if namespace is None else namespace.get(attribute)
+
+    def holds(self, frame: FrameType) -> bool:
+        """Whether `frame`'s site still loads the watched function this way."""
+        globals_ = frame.f_globals
+        return (
+            type(globals_) is dict
+            and dict.get(globals_, self.variable) is self.bound
+            and (
+                self.namespace is None
+                or (
+                    type(self.bound) is types.ModuleType  # not made another class since
+                    and dict.get(self.namespace, self.attribute) is self.target
+                )
+            )
+        )
+
+
 class Counted:
     """What the calls at a remembered clean site count as, for a tracer's ``counts``
     (asked once per these, not per call): their kind of operation, and their caller's
@@ -81,12 +113,13 @@ def counted_as(op: str, module: str | None) -> Counted:
 class Clean:
     """A remembered clean call site: its caller's code and module name (the very
     ``__name__`` object of its globals), its callee's code, what its calls count as, and
-    the check. (The name: the same code run under another module's globals, by
+    the check, with its `Binding` where it is one (the callback reads those fields inline).
+    (The name: the same code run under another module's globals, by
     ``types.FunctionType(code, other)`` or an ``exec`` of one compiled module in two
     namespaces, or a module renamed in place, makes calls of another module, which count
     apart. The name, not the globals: a site must not keep a namespace alive.)"""
 
-    __slots__ = ("callee", "caller", "check", "counted", "name")
+    __slots__ = ("binding", "callee", "caller", "check", "counted", "name")
     others: Mapping[int, Clean] = MappingProxyType({})  # see _Several
 
     def __init__(self, caller: FrameType, callee: Entry, check: Check | None, counted: Counted):
@@ -95,6 +128,8 @@ class Clean:
         self.callee = callee.code
         self.counted = counted
         self.check = check
+        owner = getattr(check, "__self__", None)  # Binding.holds: a bound method
+        self.binding = owner if type(owner) is Binding else None
 
 
 class _Several:
@@ -450,41 +485,29 @@ def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check 
         return False
     if type(caller.f_globals) is not dict:
         return False  # a dict subclass's own __getitem__ would answer LOAD_GLOBAL
-    if scope == "global" and attribute is None:
-        target = dict.get(caller.f_globals, name)
-        if type(target) is not types.FunctionType or target.__code__ is not callee:
-            return False
-        return lambda frame: (
-            type(frame.f_globals) is dict and dict.get(frame.f_globals, name) is target
-        )
     if scope == "global":
-        return _module_function_check(name, attribute, callee, caller)  # type: ignore[arg-type]
+        return _binding(name, attribute, callee, caller)
     if scope == "fast" and attribute is not None:
         return _bound_method_check(name, attribute, callee, caller)
     return False
 
 
-def _module_function_check(
-    module_name: str, attribute: str, callee: CodeType, caller: FrameType
+def _binding(
+    variable: str, attribute: str | None, callee: CodeType, caller: FrameType
 ) -> Check | bool:
-    """``module.function(...)``: the module is the same object and still binds it."""
-    module = dict.get(caller.f_globals, module_name)
-    if type(module) is not types.ModuleType:
+    """``name(...)`` or ``module.function(...)``: the name still binds the same function,
+    or the same module that still binds it (`Binding.holds`)."""
+    bound = dict.get(caller.f_globals, variable)
+    if attribute is None:
+        binding = Binding(variable, bound, None, None)
+    elif type(bound) is types.ModuleType:
+        binding = Binding(variable, bound, attribute, bound.__dict__)
+    else:
         return False
-    namespace = module.__dict__
-    target = namespace.get(attribute)
+    target = binding.target
     if type(target) is not types.FunctionType or target.__code__ is not callee:
         return False
-
-    def check(frame: FrameType) -> bool:
-        return (
-            type(frame.f_globals) is dict
-            and dict.get(frame.f_globals, module_name) is module
-            and type(module) is types.ModuleType  # not made another class since
-            and namespace.get(attribute) is target
-        )
-
-    return check
+    return binding.holds
 
 
 def _bound_method_check(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from types import CodeType
@@ -143,6 +144,7 @@ class SysMonitoringCore(ArmingCore):
         quiet, last, counting = fastpath.quiet, fastpath.last, fastpath.counting
         dict_get = dict.get  # the globals' own __name__, read as a plain dict (no user code)
         repeats, answer_repeat = fastpath.repeats, fastpath.answer_repeat
+        module_type = types.ModuleType
 
         def on_start(code: CodeType, offset: int) -> None:
             tracers = active()
@@ -156,22 +158,29 @@ class SysMonitoringCore(ArmingCore):
             clean = caller and clean_at(caller.f_lasti)
             if clean is not None and clean.caller is not caller.f_code:  # type: ignore[union-attr]
                 clean = clean.others.get(id(caller.f_code))  # type: ignore[union-attr]
-            if (
-                clean is not None
-                and clean.callee is code
-                and dict_get(caller.f_globals, "__name__") is clean.name  # type: ignore[union-attr]
-                and (clean.check is None or clean.check(caller))
-            ):
-                me, now = ident(), last.now
-                if tracers is not now.tracers or me != now.thread:
-                    now = quiet(tracers, me)
-                watching = now.mine.get(clean.counted)
-                if watching is None:  # not asked yet, or the full path
-                    watching = counting(now, clean.counted)
-                if watching is not None:
-                    for tracer in watching:
-                        tracer.clean_calls += 1
-                    return
+            if clean is not None and clean.callee is code:
+                names, binding = caller.f_globals, clean.binding  # type: ignore[union-attr]
+                if binding is None:
+                    loads = clean.check is None or clean.check(caller)
+                else:  # Binding.holds, inline: the globals read once, no call
+                    loads = (
+                        type(names) is dict and dict_get(names, binding.variable) is binding.bound
+                    )
+                    if loads and binding.namespace is not None:
+                        loads = type(binding.bound) is module_type and (
+                            dict_get(binding.namespace, binding.attribute) is binding.target
+                        )
+                if loads and dict_get(names, "__name__") is clean.name:
+                    me, now = ident(), last.now
+                    if tracers is not now.tracers or me != now.thread:
+                        now = quiet(tracers, me)
+                    watching = now.mine.get(clean.counted)
+                    if watching is None:  # not asked yet, or the full path
+                        watching = counting(now, clean.counted)
+                    if watching is not None:
+                        for tracer in watching:
+                            tracer.clean_calls += 1
+                        return
             if repeats and caller and answer_repeat(tracers, code, caller, ident()):
                 return
             try:
