@@ -806,6 +806,19 @@ def test_usage_errors(tmp_path, args, message):
     assert "allow:" not in err and "pass None" not in err  # the API's words, not the CLI's
 
 
+@pytest.mark.parametrize("bad", ["nocolon", "PROG_NAME:absent"])
+def test_a_bad_hot_target_is_reported_before_another_imports_a_module(tmp_path, bad):
+    # `join` is not a def of noisy's own: only importing noisy tells what it is bound to.
+    (tmp_path / "noisy.py").write_text("print('noisy imported')\nfrom os.path import join\n")
+    path = program(tmp_path, PRELUDE)
+    bad = bad.replace("PROG_NAME", path.stem)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(TESTS)])}
+    status, out, err = trace("--hot", "noisy:join", "--hot", bad, path, cwd=tmp_path, env=env)
+    assert status == 2 and err.startswith("python -m trackgen_contract.trace: error: --hot")
+    assert "noisy imported" not in out
+    assert trace("--hot", "noisy:join", path, cwd=tmp_path, env=env)[1] == "noisy imported\n"
+
+
 def test_help_shows_an_example():
     status, out, _ = trace("--help")
     assert status == 0

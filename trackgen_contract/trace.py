@@ -232,14 +232,32 @@ def _allow_key(text: str, program: Program) -> Key:
     return api.removesuffix("()"), module, function
 
 
+def _hot_paths(
+    targets: list[str], program: Program
+) -> tuple[tuple[str, str, CodeType | None], ...]:
+    """Each ``--hot`` target resolved (see `_hot_path`), in the order given. A usage error
+    comes before any module is imported for another target: every target's form is read
+    first, then those in the program itself, and those that may import a module last."""
+    own = ("__main__", program.module_name)
+    modules = [_module_and_qualname(target)[0] for target in targets]  # every form first
+    order = sorted(range(len(targets)), key=lambda i: modules[i] not in own)  # stable
+    found = {i: _hot_path(targets[i], program) for i in order}
+    return tuple(found[i] for i in range(len(targets)))
+
+
+def _module_and_qualname(target: str) -> tuple[str, str]:
+    module, _, qualname = target.partition(":")
+    if not module or not qualname:
+        raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
+    return module, qualname
+
+
 def _hot_path(target: str, program: Program) -> tuple[str, str, CodeType | None]:
     """The module and qualified name of a ``--hot`` function, with its code; or, for a
     function defined in a module the program has not imported yet, without (it is known
     by its module and name when it runs: importing the module here would run its code
     ahead of the program's, before the program set up its path, say)."""
-    module, _, qualname = target.partition(":")
-    if not module or not qualname:
-        raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
+    module, qualname = _module_and_qualname(target)
     if module in ("__main__", program.module_name):
         code = program.functions().get(qualname)
         if code is None:
@@ -313,7 +331,7 @@ def _setup(argv: list[str]) -> _Setup:
         except baselines.BaselineError as exc:
             raise UsageError(f"--baseline {exc}") from None
     program.prepare()
-    hot = tuple(_hot_path(target, program) for target in options.hot)
+    hot = _hot_paths(options.hot, program)
     return _Setup(program, policy, options, baseline, hot, outputs, root, cwd, tool_path)
 
 
