@@ -816,7 +816,7 @@ def test_a_bad_hot_target_is_reported_before_another_imports_a_module(tmp_path, 
     status, out, err = trace("--hot", "noisy:join", "--hot", bad, path, cwd=tmp_path, env=env)
     assert status == 2 and err.startswith("python -m trackgen_contract.trace: error: --hot")
     assert "noisy imported" not in out
-    assert trace("--hot", "noisy:join", path, cwd=tmp_path, env=env)[1] == "noisy imported\n"
+    assert "noisy imported" in trace("--hot", "noisy:join", path, cwd=tmp_path, env=env)[1]
 
 
 def test_help_shows_an_example():

@@ -369,10 +369,13 @@ def test_strict_allocation_keeps_nothing():
 
 
 def test_swallowed_violation_still_fails_the_block(arr):
-    with pytest.raises(HotPathViolation, match=r"host sync \(1\)"):
+    with pytest.raises(HotPathViolation, match=r"host sync \(1\)") as info:
         with hot_path_guard() as guard:
             assert gen.swallow(gen.read_back, arr) == "swallowed"
     assert len(guard.violations) == 1
+    # Its traceback ends in the guard's exit: the message shows the breaching line.
+    assert str(info.value).splitlines()[2] == "      return a.numpy()"
+    assert str(info.value) == guard.report(with_source=True) != guard.report()
 
 
 def test_other_exceptions_pass_through_unchanged():

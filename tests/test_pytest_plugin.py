@@ -115,7 +115,7 @@ def test_swallow(buffers):
     assert gen.swallow(gen.read_back, buffers) == "swallowed"
 """)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*HotPathViolation: host sync (1)*"])
+    result.stdout.fnmatch_lines(["*HotPathViolation: host sync (1)*", "*  return a.numpy()"])
 
 
 BLINDING = """

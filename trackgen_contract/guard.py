@@ -237,7 +237,8 @@ class HotPathGuard:
         if self._unread and exc_type is None:
             raise next(iter(self._unread.values()))
         if self.strict and exc_type is None and not self.ok:
-            raise HotPathViolation(self.report())
+            # The breach was swallowed: this traceback does not show its line, the text does.
+            raise HotPathViolation(self.report(with_source=True))
 
     @property
     def calls(self) -> int:
@@ -334,10 +335,11 @@ class HotPathGuard:
         # bare array object has no shape, and nothing was allocated.
         return [v.array for v in self.violations if hasattr(v.array, "shape")]
 
-    def report(self) -> str:
-        """Every recorded breach, grouped by category, one per line, then the breaches line
-        pragmas accepted; and, for a blind guard, why its record is incomplete."""
-        report = format_report(self.violations, allowed=self.allowed)
+    def report(self, *, with_source: bool = False) -> str:
+        """Every recorded breach, grouped by category, one per line (with its source line
+        under it, `with_source`), then the breaches line pragmas accepted; and, for a
+        blind guard, why its record is incomplete."""
+        report = format_report(self.violations, with_source=with_source, allowed=self.allowed)
         if self.blind is None:
             return report
         return (
