@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import sys
 import threading
-import types
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from types import CodeType
+from types import CodeType, ModuleType
 
 from .. import codecache
 from ..callsite.readback import describe
@@ -144,7 +143,7 @@ class SysMonitoringCore(ArmingCore):
         quiet, last, counting = fastpath.quiet, fastpath.last, fastpath.counting
         dict_get = dict.get  # the globals' own __name__, read as a plain dict (no user code)
         repeats, answer_repeat = fastpath.repeats, fastpath.answer_repeat
-        module_type = types.ModuleType
+        module_type = ModuleType
 
         def on_start(code: CodeType, offset: int) -> None:
             tracers = active()
@@ -158,8 +157,12 @@ class SysMonitoringCore(ArmingCore):
             clean = caller and clean_at(caller.f_lasti)
             if clean is not None and clean.caller is not caller.f_code:  # type: ignore[union-attr]
                 clean = clean.others.get(id(caller.f_code))  # type: ignore[union-attr]
-            if clean is not None and clean.callee is code:
-                names, binding = caller.f_globals, clean.binding  # type: ignore[union-attr]
+            if (
+                clean is not None
+                and clean.callee is code
+                and dict_get(names := caller.f_globals, "__name__") is clean.name  # type: ignore[union-attr]
+            ):
+                binding = clean.binding
                 if binding is None:
                     loads = clean.check is None or clean.check(caller)
                 else:  # Binding.holds, inline: the globals read once, no call
@@ -170,7 +173,7 @@ class SysMonitoringCore(ArmingCore):
                         loads = type(binding.bound) is module_type and (
                             dict_get(binding.namespace, binding.attribute) is binding.target
                         )
-                if loads and dict_get(names, "__name__") is clean.name:
+                if loads:
                     me, now = ident(), last.now
                     if tracers is not now.tracers or me != now.thread:
                         now = quiet(tracers, me)
