@@ -1836,6 +1836,65 @@ def test_a_site_reused_only_while_its_class_has_no_getattribute_of_its_own(arr, 
     assert len(guard.violations) == 1
 
 
+_RECEIVER_CHANGES = [
+    "a subclass",
+    "an instance attribute",
+    "__getattribute__ given to the class",
+    "__getattribute__ given to a base",
+    "bases changed",
+    "the class's method rebound",
+]
+
+
+@pytest.mark.parametrize("change", _RECEIVER_CHANGES)
+def test_a_recorded_launch_site_found_clean_is_judged_again_when_its_receiver_changes(
+    arr, cmd, cmd2, change
+):
+    """A site ``obj.launch(x)`` found clean for a recorded launch (the stream passed by
+    position) then reaches a receiver whose ``launch`` is a callable that drops the
+    stream: ``Launch.launch(x)``, through C code, at the same instruction."""
+    drop = functools.partial(operator.call, wp.Launch.launch)
+
+    def hook(self, name):
+        return drop if name == "launch" else object.__getattribute__(self, name)
+
+    class Base(wp.Launch):
+        pass
+
+    class Mine(Base):
+        launch = wp.Launch.launch  # its own: a site can be learnt for its instances
+
+    class Hooked(wp.Launch):
+        __getattribute__ = hook
+
+    class Sub(Mine):
+        launch = staticmethod(drop)
+
+    cmd.__class__ = cmd2.__class__ = Mine
+    receiver, owner = cmd, None
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            _method_site(cmd, None)  # clean: learnt, then answered from the frame
+        if change == "a subclass":
+            cmd2.__class__, receiver = Sub, cmd2
+        elif change == "an instance attribute":
+            cmd2.launch, receiver = drop, cmd2
+        elif change == "bases changed":
+            Mine.__bases__ = (Hooked,)
+        elif change == "the class's method rebound":
+            Mine.launch = staticmethod(drop)
+        else:
+            owner = Mine if "class" in change else Base
+            owner.__getattribute__ = hook
+        try:
+            _method_site(receiver, cmd2)  # Launch.launch(cmd2): no stream
+        finally:
+            if owner is not None:
+                del owner.__getattribute__
+    assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
+    assert guard.calls == 4
+
+
 def _module_site(a):
     _RELAY.go(a[0], a[1], a[2], a[3], a[4], a[5], a[6])  # noqa: F821 (set by the test)
 

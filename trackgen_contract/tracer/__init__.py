@@ -33,7 +33,7 @@ from .call import WarpCall
 from .collector import collector
 from .headroom import DEPTH_IS_FRAMES, ROOM, headroom
 
-__all__ = ["BACKEND", "CallRefused", "Tracer", "WarpCall", "keep_armed"]
+__all__ = ["BACKEND", "COMPILED", "CallRefused", "Tracer", "WarpCall", "keep_armed"]
 
 # The tracers started in the current context, in start order. A stopped tracer may linger
 # in a context it was not stopped from; dispatch skips it and the next start drops it.
@@ -66,8 +66,9 @@ class Core(Protocol):
     def idle(self) -> bool:
         """Whether nothing is held (no tracer, no `keep_armed` block)."""
 
-    def callback_codes(self) -> frozenset[int]:
-        """``id()`` of the code objects of the core's callbacks."""
+    def inside_callback(self) -> bool:
+        """Whether this thread is inside the core's callback (a signal handler or
+        finaliser that ran there): CPython reports no event until it returns."""
 
     def reset_after_fork(self) -> None:
         """In a forked child: hold nothing of the parent's."""
@@ -137,18 +138,6 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
                 headroom.settle()
 
 
-def _inside_callback() -> bool:
-    """Whether this thread is inside the core's callback (a signal handler or finaliser
-    that ran there): CPython reports no event until it returns."""
-    callbacks = _core.callback_codes()
-    frame = sys._getframe(2)
-    while frame is not None:
-        if id(frame.f_code) in callbacks:
-            return True
-        frame = frame.f_back
-    return False
-
-
 def _judge(live: list[Tracer], entry: Entry, frame: FrameType) -> None:
     call = WarpCall(entry, frame)
     error: BaseException | None = None
@@ -166,19 +155,42 @@ def _judge(live: list[Tracer], entry: Entry, frame: FrameType) -> None:
 
 
 def _choose_core() -> Core:
+    compiled = _compiled_wanted()
     if sys.version_info >= (3, 12):
         from .sysmon import SysMonitoringCore
 
-        return SysMonitoringCore(_active, dispatch)
+        return SysMonitoringCore(_active, dispatch, compiled=compiled)
     from .pyprofile import ProfileCore
 
     return ProfileCore(_active, dispatch)
 
 
+def _compiled_wanted() -> bool:
+    """Whether the sys.monitoring callback tests clean sites in C (`_fastclean`): where
+    the extension was built, unless ``TRACKGEN_CONTRACT_PURE_PYTHON=1`` asks for the
+    Python test alone (the same verdicts, slower; for comparing the two). Checked on
+    3.11 too, where the profile core is Python alone: a bad setting is never ignored."""
+    setting = os.environ.get(_PURE_PYTHON, "")
+    if setting not in ("", "0", "1"):
+        raise ValueError(f"{_PURE_PYTHON} must be 1, 0 or empty, not {setting!r}")
+    if setting == "1":
+        return False
+    try:
+        from . import _fastclean  # noqa: F401
+    except ImportError:  # not built here (no C compiler at install)
+        return False
+    return True
+
+
+_PURE_PYTHON = "TRACKGEN_CONTRACT_PURE_PYTHON"
 _core = _choose_core()
 
 #: The name of the backend this interpreter uses: ``"sys.monitoring"`` or ``"sys.setprofile"``.
 BACKEND: str = _core.name
+
+#: Whether the ``sys.monitoring`` callback answers clean sites in C (`_fastclean`): where
+#: the extension was built and ``TRACKGEN_CONTRACT_PURE_PYTHON`` is not 1; False on 3.11.
+COMPILED: bool = getattr(_core, "_compiled", False)
 
 _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
 
@@ -277,7 +289,7 @@ class Tracer:
         critical.protected(self._stop)
 
     def _start(self, claimed: list[bool]) -> None:
-        if _inside_callback():
+        if _core.inside_callback():
             raise RuntimeError(
                 "a guard or Tracer cannot start while a watched Warp call is being judged in "
                 "this thread (a signal handler or finaliser ran inside the tracer's "

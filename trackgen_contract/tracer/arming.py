@@ -11,6 +11,7 @@ Every method runs inside a `critical.protected` section, under one re-entrant lo
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from ..registry import Entry
@@ -81,6 +82,19 @@ class ArmingCore:
 
     def __init__(self) -> None:
         self._books = Books()
+
+    def inside_callback(self) -> bool:
+        callbacks = self.callback_codes()
+        frame = sys._getframe(1)
+        while frame is not None:
+            if id(frame.f_code) in callbacks:
+                return True
+            frame = frame.f_back
+        return False
+
+    def callback_codes(self) -> frozenset[int]:
+        """``id()`` of the code objects of the core's Python callbacks."""
+        raise NotImplementedError
 
     def hold(self, entries: tuple[Entry, ...]) -> None:
         """Keep `entries` armed (counted) until `release`."""

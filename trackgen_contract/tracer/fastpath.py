@@ -203,9 +203,12 @@ _NOBODY = Quiet(None, 0, (), {})  # the answer for no tracers: matches no tuple
 
 
 class _Last:
-    """The last answer of `quiet`."""
+    """The last answer of `quiet` (a slot: the compiled callback reads it in place)."""
 
-    now = _NOBODY
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = _NOBODY
 
 
 last = _Last()
@@ -514,7 +517,7 @@ def _bound_method_check(
     variable: str, attribute: str, callee: CodeType, caller: FrameType
 ) -> Check | bool:
     """``obj.method(...)`` on a local: an instance of the same class, whose class defines
-    the method itself and whose own ``__dict__`` does not shadow it."""
+    the method itself and whose own ``__dict__`` does not shadow it (`Receiver`)."""
     receiver = caller.f_locals.get(variable)
     cls = type(receiver)
     target = _type_dict(cls).get(attribute)
@@ -525,22 +528,53 @@ def _bound_method_check(
     own = class_lookup(cls, "__dict__")
     if type(own) is not types.GetSetDescriptorType:
         return False  # no plain instance dict (slots): keep the full path
-    namespace, read_own, has = _type_dict(cls), own.__get__, dict.__contains__
-    # Where a __getattribute__ could appear later: the namespaces of the classes of its
-    # MRO that are not built in (theirs cannot change), while the MRO stays this one.
-    mro = _type_mro(cls)
-    changeable = tuple(_type_dict(k) for k in mro if _type_flags(k) & _HEAPTYPE)
+    return Receiver(variable, cls, attribute, target, own)
 
-    def check(frame: FrameType) -> bool:
-        obj = frame.f_locals.get(variable)
-        if type(obj) is not cls or namespace.get(attribute) is not target:
+
+class Receiver:
+    """The check of an ``obj.method(...)`` site on a local `variable`: `obj` is still an
+    instance of `cls`, whose own namespace binds `attribute` to `target` (the watched
+    function), whose MRO is still `mro`, with no ``__getattribute__`` given since to one
+    of its classes that can change (`changeable`: not built in), and whose own
+    ``__dict__``, read through the class's descriptor `instance_dict`, does not shadow it.
+    The compiled callback (``_fastclean.c``) makes the same test on these fields."""
+
+    __slots__ = (
+        "attribute",
+        "changeable",
+        "cls",
+        "instance_dict",
+        "mro",
+        "namespace",
+        "target",
+        "variable",
+    )
+
+    def __init__(
+        self, variable: str, cls: type, attribute: str, target: object, instance_dict: object
+    ) -> None:
+        self.variable, self.cls, self.attribute, self.target = variable, cls, attribute, target
+        self.instance_dict = instance_dict
+        self.namespace = _type_dict(cls)
+        self.mro = _type_mro(cls)
+        self.changeable = tuple(k for k in self.mro if _type_flags(k) & _HEAPTYPE)
+
+    def __call__(self, frame: FrameType) -> bool:
+        obj = frame.f_locals.get(self.variable)
+        cls = self.cls
+        if type(obj) is not cls or self.namespace.get(self.attribute) is not self.target:
             return False
-        if _type_mro(cls) is not mro:
+        if _type_mro(cls) is not self.mro:
             return False  # its bases were changed
-        for space in changeable:
-            if "__getattribute__" in space:
+        for klass in self.changeable:
+            if "__getattribute__" in _type_dict(klass):
                 return False  # given one since (by the class or a base)
-        own = read_own(obj, cls)  # a dict subclass is read as a plain dict, as Python does
-        return (type(own) is dict or issubclass(type(own), dict)) and not has(own, attribute)
+        # A dict subclass is read as a plain dict, as Python does.
+        own = _get_descriptor(self.instance_dict, obj, cls)
+        return (type(own) is dict or issubclass(type(own), dict)) and not _dict_has(
+            own, self.attribute
+        )
 
-    return check
+
+_get_descriptor = types.GetSetDescriptorType.__get__
+_dict_has = dict.__contains__

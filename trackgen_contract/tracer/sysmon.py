@@ -37,14 +37,16 @@ class SysMonitoringCore(ArmingCore):
 
     name = "sys.monitoring"
 
-    def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
+    def __init__(self, active: ContextVar[tuple], dispatch: Dispatch, compiled: bool) -> None:
         super().__init__()
         self._active = active
         self._dispatch = dispatch
+        self._compiled = compiled  # the clean-site test in C first (_fastclean.c)
         self._tool: int | None = None
         self._armed: dict[int, CodeType] = {}  # id(code) -> code with events set
         self._synced = 0  # the books' version last armed
-        self._callback: Callable[[CodeType, int], None] | None = None
+        self._callback: Callable[[CodeType, int], None] | None = None  # as registered
+        self._on_start: Callable[[CodeType, int], None] | None = None  # the Python callback
         self._callback_codes: frozenset[int] | None = None  # id() of its code and dispatch's
 
     @property
@@ -86,7 +88,7 @@ class SysMonitoringCore(ArmingCore):
             self._disown()  # freed behind our back (by the program, say)
         if wanted and self._tool is None:
             self._tool = _claim_tool_id()
-            self._callback = self._callback or self._make_callback()
+            self._callback = self._callback or self._registered_callback()
             monitoring.register_callback(self._tool, monitoring.events.PY_START, self._callback)
         tool = self._tool
         for key in [k for k in self._armed if k not in wanted]:
@@ -132,6 +134,16 @@ class SysMonitoringCore(ArmingCore):
             if not monitoring.get_local_events(tool, entry.code) & monitoring.events.PY_START:
                 return f"the events on {entry.api} were switched off by another tool"
         return None
+
+    def _registered_callback(self) -> Callable[[CodeType, int], None]:
+        self._on_start = self._make_callback()
+        if not self._compiled:
+            return self._on_start
+        from ._fastclean import CleanFilter
+
+        # It answers a clean call the Python callback would answer the same way, and hands
+        # every other call to it, untouched.
+        return CleanFilter(self._on_start, self._active, fastpath)
 
     def _make_callback(self) -> Callable[[CodeType, int], None]:
         # Runs at every start of a watched function, in every thread: a closure over
@@ -195,8 +207,17 @@ class SysMonitoringCore(ArmingCore):
 
         return on_start
 
+    def inside_callback(self) -> bool:
+        # Python code the compiled filter runs has no callback frame below it: it says.
+        if self._compiled:
+            from ._fastclean import running
+
+            if running():
+                return True
+        return super().inside_callback()
+
     def callback_codes(self) -> frozenset[int]:
-        callback = self._callback
+        callback = self._on_start
         if self._callback_codes is None and callback is not None:
             self._callback_codes = frozenset({id(callback.__code__), id(self._dispatch.__code__)})
         return self._callback_codes or frozenset()

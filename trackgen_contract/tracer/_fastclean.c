@@ -1,0 +1,619 @@
+/* The sys.monitoring core's PY_START callback, its clean-site test compiled.
+ *
+ * A `CleanFilter` is registered in place of the Python callback (sysmon.py) and answers
+ * the one case that dominates a hot loop: a call at a remembered clean site (fastpath.py),
+ * under tracers that let it pass. It makes the very test the Python callback makes
+ * inline, on the same tables, reading the slots of fastpath's objects directly, and
+ * counts the call the same way. Anything else, a failed test, a missing answer, an error
+ * of its own, goes to the Python callback, which tests again and decides: this file
+ * never judges a call, it only spares the interpreter the Python frames of the common
+ * clean one. A Python callback called from here sees the same frames as one registered
+ * directly (a C function has no frame), so `sys._getframe(1)` is still the watched
+ * function.
+ *
+ * No user code runs here that the Python test would not run: dict lookups by str keys
+ * (a str subclass key's __eq__, as Python's own lookup), the site's check (a Python
+ * function of fastpath's), and a counting tracer's `clean_calls`.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+
+#ifndef Py_T_OBJECT_EX
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
+
+/* The slots read, by class: their offsets are taken from the classes' member
+ * descriptors when a filter is made, and an object is read at them only after its
+ * exact type was checked. */
+typedef struct {
+    Py_ssize_t caller, callee, name, binding, check, counted;
+} CleanSlots;
+
+typedef struct {
+    Py_ssize_t variable, bound, namespace, attribute, target;
+} BindingSlots;
+
+typedef struct {
+    Py_ssize_t variable, cls, attribute, target, instance_dict, mro, changeable;
+} ReceiverSlots;
+
+typedef struct {
+    Py_ssize_t tracers, thread, mine;
+} QuietSlots;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *on_start;  /* the Python callback: every call the filter does not answer */
+    PyObject *active;    /* the ContextVar of running tracers */
+    PyObject *table;     /* fastpath.table */
+    PyObject *last;      /* fastpath.last */
+    PyObject *quiet;     /* fastpath.quiet */
+    PyObject *counting;  /* fastpath.counting */
+    PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *quiet_type;
+    CleanSlots clean;
+    BindingSlots binding;
+    ReceiverSlots receiver;
+    QuietSlots q;
+    Py_ssize_t several_others, last_now;
+    PyObject *s_name, *s_clean_calls, *s_getattribute, *one;
+} CleanFilter;
+
+enum { FULL = 0, ANSWERED = 1, FAILED = -1 };
+
+static int
+slot_offset(PyTypeObject *cls, const char *name, Py_ssize_t *offset)
+{
+    PyObject *descr = PyObject_GetAttrString((PyObject *)cls, name);
+    if (descr == NULL) {
+        return -1;
+    }
+    int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+             && ((PyMemberDescrObject *)descr)->d_member->type == Py_T_OBJECT_EX;
+    if (ok) {
+        *offset = ((PyMemberDescrObject *)descr)->d_member->offset;
+    }
+    Py_DECREF(descr);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", cls->tp_name, name);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+get_type(PyObject *module, const char *name, PyTypeObject **out)
+{
+    PyObject *found = PyObject_GetAttrString(module, name);
+    if (found == NULL) {
+        return -1;
+    }
+    if (!PyType_Check(found)) {
+        PyErr_Format(PyExc_TypeError, "fastpath.%s is not a class", name);
+        Py_DECREF(found);
+        return -1;
+    }
+    *out = (PyTypeObject *)found;
+    return 0;
+}
+
+/* A slot's value, or NULL where it is unset. */
+static inline PyObject *
+slot(PyObject *obj, Py_ssize_t offset)
+{
+    return *(PyObject **)((char *)obj + offset);
+}
+
+/* Whether `binding` still loads the watched function from `globals` (Binding.holds). */
+static int
+binding_holds(CleanFilter *self, PyObject *binding, PyObject *globals)
+{
+    if (!Py_IS_TYPE(binding, self->binding_type) || !PyDict_CheckExact(globals)) {
+        return FULL;
+    }
+    PyObject *variable = slot(binding, self->binding.variable);
+    PyObject *bound = slot(binding, self->binding.bound);
+    PyObject *namespace = slot(binding, self->binding.namespace);
+    if (variable == NULL || bound == NULL || namespace == NULL) {
+        return FULL;
+    }
+    if (PyDict_GetItemWithError(globals, variable) != bound) {
+        return FULL;
+    }
+    if (namespace == Py_None) {
+        return ANSWERED;
+    }
+    PyObject *attribute = slot(binding, self->binding.attribute);
+    PyObject *target = slot(binding, self->binding.target);
+    if (attribute == NULL || target == NULL || !PyModule_CheckExact(bound) ||
+        !PyDict_Check(namespace)) {
+        return FULL;
+    }
+    return PyDict_GetItemWithError(namespace, attribute) == target ? ANSWERED : FULL;
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* Whether the caller's local is still an instance of the class that binds the watched
+ * method, unshadowed (fastpath.Receiver.__call__, on the same fields). */
+static int
+receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller)
+{
+    ReceiverSlots *r = &self->receiver;
+    PyObject *variable = slot(check, r->variable), *cls = slot(check, r->cls);
+    PyObject *attribute = slot(check, r->attribute), *target = slot(check, r->target);
+    PyObject *instance_dict = slot(check, r->instance_dict), *mro = slot(check, r->mro);
+    PyObject *changeable = slot(check, r->changeable);
+    if (!variable || !cls || !attribute || !target || !instance_dict || !mro || !changeable
+        || !PyUnicode_Check(variable) || !PyType_Check(cls) || !PyTuple_CheckExact(changeable)
+        || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type)) {
+        return FULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *obj = PyFrame_GetVar(caller, variable);  /* the fast local, as f_locals has it */
+    if (obj == NULL) {
+        return FULL;
+    }
+    int result = FULL;
+    PyObject *namespace = NULL, *own = NULL;
+    if (Py_TYPE(obj) != type || type->tp_mro != mro) {
+        goto done;
+    }
+    namespace = PyType_GetDict(type);
+    if (namespace == NULL || PyDict_GetItemWithError(namespace, attribute) != target) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(changeable); i++) {
+        PyObject *klass = PyTuple_GET_ITEM(changeable, i);
+        PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
+        int given = space == NULL ? -1 : PyDict_Contains(space, self->s_getattribute);
+        Py_XDECREF(space);
+        if (given != 0) {
+            goto done;
+        }
+    }
+    own = Py_TYPE(instance_dict)->tp_descr_get(instance_dict, obj, cls);
+    if (own != NULL && PyDict_Check(own) && PyDict_Contains(own, attribute) == 0) {
+        result = ANSWERED;
+    }
+done:
+    Py_XDECREF(own);
+    Py_XDECREF(namespace);
+    Py_DECREF(obj);
+    return result;
+}
+#endif
+
+/* Whether the site `clean` still calls the watched function the way it was learnt. */
+static int
+site_loads(CleanFilter *self, PyObject *clean, PyFrameObject *caller, PyObject *globals)
+{
+    PyObject *binding = slot(clean, self->clean.binding);
+    PyObject *check = slot(clean, self->clean.check);
+    if (binding == NULL || check == NULL) {
+        return FULL;
+    }
+    if (binding != Py_None) {
+        return binding_holds(self, binding, globals);
+    }
+    if (check == Py_None) {
+        return ANSWERED;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (Py_IS_TYPE(check, self->receiver_type)) {
+        return receiver_holds(self, check, caller);
+    }
+#endif
+    PyObject *result = PyObject_CallOneArg(check, (PyObject *)caller);
+    if (result == NULL) {
+        return FULL;  /* the Python callback calls it again and meets the error itself */
+    }
+    int loads = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return loads > 0 ? ANSWERED : FULL;
+}
+
+/* The remembered clean site `caller` is executing for `code`, or NULL (a new reference). */
+static PyObject *
+clean_site(CleanFilter *self, PyObject *code, PyFrameObject *caller, PyObject *globals)
+{
+    PyObject *key = PyLong_FromLong(PyFrame_GetLasti(caller));
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *clean = PyDict_GetItemWithError(self->table, key);
+    Py_DECREF(key);
+    if (clean == NULL) {
+        return NULL;
+    }
+    PyCodeObject *caller_code = PyFrame_GetCode(caller);
+    if (Py_IS_TYPE(clean, self->several_type)) {
+        PyObject *others = slot(clean, self->several_others);
+        key = PyLong_FromVoidPtr(caller_code);  /* id() of the caller's code */
+        clean = NULL;
+        if (key != NULL && others != NULL && PyDict_CheckExact(others)) {
+            clean = PyDict_GetItemWithError(others, key);
+        }
+        Py_XDECREF(key);
+    }
+    int found = clean != NULL && Py_IS_TYPE(clean, self->clean_type)
+                && slot(clean, self->clean.caller) == (PyObject *)caller_code
+                && slot(clean, self->clean.callee) == code;
+    Py_DECREF(caller_code);
+    if (!found) {
+        return NULL;
+    }
+    /* Held from here: the lookup below may run a str subclass key's __eq__, which may
+     * empty the table. */
+    Py_INCREF(clean);
+    PyObject *name = PyDict_GetItemWithError(globals, self->s_name);
+    if ((name == NULL && PyErr_Occurred())
+        || (name == NULL ? Py_None : name) != slot(clean, self->clean.name)) {
+        Py_DECREF(clean);
+        return NULL;
+    }
+    return clean;
+}
+
+/* fastpath.quiet's answer for `tracers` in this thread (a new reference), read from
+ * fastpath.last where it is the last one, as the Python callback does. */
+static PyObject *
+quiet_answer(CleanFilter *self, PyObject *tracers)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    PyObject *now = slot(self->last, self->last_now);
+    if (now != NULL && Py_IS_TYPE(now, self->quiet_type)
+        && slot(now, self->q.tracers) == tracers) {
+        PyObject *thread = slot(now, self->q.thread);
+        if (thread != NULL && PyLong_CheckExact(thread)) {
+            unsigned long theirs = PyLong_AsUnsignedLong(thread);
+            if (theirs == me && !PyErr_Occurred()) {
+                return Py_NewRef(now);
+            }
+            PyErr_Clear();
+        }
+    }
+    PyObject *thread = PyLong_FromUnsignedLong(me);
+    if (thread == NULL) {
+        return NULL;
+    }
+    now = PyObject_CallFunctionObjArgs(self->quiet, tracers, thread, NULL);
+    Py_DECREF(thread);
+    if (now != NULL && !Py_IS_TYPE(now, self->quiet_type)) {
+        Py_CLEAR(now);
+    }
+    return now;
+}
+
+/* The tracers that count the calls at `clean` under `now` (a new reference to a tuple),
+ * or NULL where the calls take the full path. */
+static PyObject *
+watching(CleanFilter *self, PyObject *now, PyObject *clean)
+{
+    PyObject *mine = slot(now, self->q.mine);
+    PyObject *counted = slot(clean, self->clean.counted);
+    if (mine == NULL || counted == NULL || !PyDict_CheckExact(mine)) {
+        return NULL;
+    }
+    PyObject *answer = PyDict_GetItemWithError(mine, counted);
+    if (answer != NULL && answer != Py_None) {
+        Py_INCREF(answer);
+    }
+    else if (!PyErr_Occurred()) {  /* not asked yet, or the full path: as the callback */
+        answer = PyObject_CallFunctionObjArgs(self->counting, now, counted, NULL);
+    }
+    else {
+        return NULL;
+    }
+    if (answer != NULL && !PyTuple_CheckExact(answer)) {
+        Py_CLEAR(answer);
+    }
+    return answer;
+}
+
+/* Count the call for each of `tracers`: `tracer.clean_calls += 1`, as the Python
+ * callback does (an error there is the tracer's, raised as it would be there). */
+static int
+count(CleanFilter *self, PyObject *tracers)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tracers); i++) {
+        PyObject *tracer = PyTuple_GET_ITEM(tracers, i);
+        PyObject *calls = PyObject_GetAttr(tracer, self->s_clean_calls);
+        if (calls == NULL) {
+            return FAILED;
+        }
+        PyObject *more = PyNumber_InPlaceAdd(calls, self->one);
+        Py_DECREF(calls);
+        if (more == NULL) {
+            return FAILED;
+        }
+        int stored = PyObject_SetAttr(tracer, self->s_clean_calls, more);
+        Py_DECREF(more);
+        if (stored < 0) {
+            return FAILED;
+        }
+    }
+    return ANSWERED;
+}
+
+/* ANSWERED: a clean call, counted; FULL: for the Python callback (no error set);
+ * FAILED: an error to raise into the call, as the Python callback would. */
+static int
+answer(CleanFilter *self, PyObject *code, PyObject *tracers)
+{
+    /* The watched function's frame (borrowed), as sys._getframe(1) in the callback. */
+    PyFrameObject *callee = PyEval_GetFrame();
+    PyFrameObject *caller = NULL;
+    if (callee != NULL) {
+        PyCodeObject *callee_code = PyFrame_GetCode(callee);
+        if ((PyObject *)callee_code == code) {
+            caller = PyFrame_GetBack(callee);
+        }
+        Py_DECREF(callee_code);
+    }
+    if (caller == NULL) {
+        PyErr_Clear();  /* a frame object it could not make: the callback tries again */
+        return FULL;
+    }
+    int result = FULL;
+    PyObject *now = NULL, *counting = NULL, *clean = NULL;
+    PyObject *globals = PyFrame_GetGlobals(caller);
+    if (globals == NULL || !PyDict_Check(globals)) {
+        goto done;
+    }
+    clean = clean_site(self, code, caller, globals);
+    if (clean == NULL || site_loads(self, clean, caller, globals) != ANSWERED) {
+        goto done;
+    }
+    now = quiet_answer(self, tracers);
+    counting = now == NULL ? NULL : watching(self, now, clean);
+    if (counting != NULL) {
+        result = count(self, counting);
+    }
+done:
+    if (result == FULL) {
+        PyErr_Clear();  /* ours alone: the callback is called with none set */
+    }
+    Py_XDECREF(counting);
+    Py_XDECREF(now);
+    Py_XDECREF(clean);
+    Py_XDECREF(globals);
+    Py_DECREF(caller);
+    return result;
+}
+
+/* How many filter calls this thread is inside: Python code it runs (fastpath's helpers,
+ * and whatever a signal handler or finaliser does there) has no callback frame of its
+ * own below it to tell, so `running()` tells instead. */
+static _Thread_local int running;
+
+static PyObject *
+filter_call(CleanFilter *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (self->on_start == NULL) {  /* cleared (garbage being collected): nothing to do */
+        Py_RETURN_NONE;
+    }
+    if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL) {
+        PyObject *tracers = NULL;
+        if (PyContextVar_Get(self->active, NULL, &tracers) < 0) {
+            PyErr_Clear();
+        }
+        int result = FULL;
+        if (tracers != NULL && PyTuple_CheckExact(tracers)) {
+            result = PyTuple_GET_SIZE(tracers) == 0 ? ANSWERED : answer(self, args[0], tracers);
+        }
+        Py_XDECREF(tracers);
+        if (result == ANSWERED) {
+            Py_RETURN_NONE;
+        }
+        if (result == FAILED) {
+            return NULL;
+        }
+    }
+    return PyObject_Vectorcall(self->on_start, args, nargsf, kwnames);
+}
+
+static PyObject *
+filter_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    running++;
+    PyObject *result = filter_call((CleanFilter *)callable, args, nargsf, kwnames);
+    running--;
+    return result;
+}
+
+static PyObject *
+fastclean_running(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(running > 0);
+}
+
+static PyMethodDef fastclean_methods[] = {
+    {"running", fastclean_running, METH_NOARGS,
+     PyDoc_STR("running(): whether this thread is inside a CleanFilter's call.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+filter_traverse(CleanFilter *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->on_start);
+    Py_VISIT(self->active);
+    Py_VISIT(self->table);
+    Py_VISIT(self->last);
+    Py_VISIT(self->quiet);
+    Py_VISIT(self->counting);
+    Py_VISIT(self->clean_type);
+    Py_VISIT(self->several_type);
+    Py_VISIT(self->binding_type);
+    Py_VISIT(self->receiver_type);
+    Py_VISIT(self->quiet_type);
+    return 0;
+}
+
+static int
+filter_clear(CleanFilter *self)
+{
+    Py_CLEAR(self->on_start);
+    Py_CLEAR(self->active);
+    Py_CLEAR(self->table);
+    Py_CLEAR(self->last);
+    Py_CLEAR(self->quiet);
+    Py_CLEAR(self->counting);
+    Py_CLEAR(self->clean_type);
+    Py_CLEAR(self->several_type);
+    Py_CLEAR(self->binding_type);
+    Py_CLEAR(self->receiver_type);
+    Py_CLEAR(self->quiet_type);
+    Py_CLEAR(self->s_name);
+    Py_CLEAR(self->s_clean_calls);
+    Py_CLEAR(self->s_getattribute);
+    Py_CLEAR(self->one);
+    return 0;
+}
+
+static void
+filter_dealloc(CleanFilter *self)
+{
+    PyObject_GC_UnTrack(self);
+    filter_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+take(PyObject *module, const char *name, PyObject **out)
+{
+    *out = PyObject_GetAttrString(module, name);
+    return *out == NULL ? -1 : 0;
+}
+
+static int
+read_fastpath(CleanFilter *self, PyObject *fastpath)
+{
+    if (take(fastpath, "table", &self->table) < 0 || take(fastpath, "last", &self->last) < 0
+        || take(fastpath, "quiet", &self->quiet) < 0
+        || take(fastpath, "counting", &self->counting) < 0
+        || get_type(fastpath, "Clean", &self->clean_type) < 0
+        || get_type(fastpath, "_Several", &self->several_type) < 0
+        || get_type(fastpath, "Binding", &self->binding_type) < 0
+        || get_type(fastpath, "Receiver", &self->receiver_type) < 0
+        || get_type(fastpath, "Quiet", &self->quiet_type) < 0) {
+        return -1;
+    }
+    if (!PyDict_CheckExact(self->table)) {
+        PyErr_SetString(PyExc_TypeError, "fastpath.table is not a dict");
+        return -1;
+    }
+    CleanSlots *c = &self->clean;
+    BindingSlots *b = &self->binding;
+    ReceiverSlots *r = &self->receiver;
+    PyTypeObject *clean = self->clean_type, *binding = self->binding_type;
+    PyTypeObject *receiver = self->receiver_type;
+    return (slot_offset(clean, "caller", &c->caller) < 0
+            || slot_offset(clean, "callee", &c->callee) < 0
+            || slot_offset(clean, "name", &c->name) < 0
+            || slot_offset(clean, "binding", &c->binding) < 0
+            || slot_offset(clean, "check", &c->check) < 0
+            || slot_offset(clean, "counted", &c->counted) < 0
+            || slot_offset(binding, "variable", &b->variable) < 0
+            || slot_offset(binding, "bound", &b->bound) < 0
+            || slot_offset(binding, "namespace", &b->namespace) < 0
+            || slot_offset(binding, "attribute", &b->attribute) < 0
+            || slot_offset(binding, "target", &b->target) < 0
+            || slot_offset(receiver, "variable", &r->variable) < 0
+            || slot_offset(receiver, "cls", &r->cls) < 0
+            || slot_offset(receiver, "attribute", &r->attribute) < 0
+            || slot_offset(receiver, "target", &r->target) < 0
+            || slot_offset(receiver, "instance_dict", &r->instance_dict) < 0
+            || slot_offset(receiver, "mro", &r->mro) < 0
+            || slot_offset(receiver, "changeable", &r->changeable) < 0
+            || slot_offset(self->quiet_type, "tracers", &self->q.tracers) < 0
+            || slot_offset(self->quiet_type, "thread", &self->q.thread) < 0
+            || slot_offset(self->quiet_type, "mine", &self->q.mine) < 0
+            || slot_offset(self->several_type, "others", &self->several_others) < 0
+            || slot_offset(Py_TYPE(self->last), "now", &self->last_now) < 0)
+               ? -1
+               : 0;
+}
+
+static PyObject *
+filter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *on_start, *active, *fastpath;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "CleanFilter() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "CleanFilter", 3, 3, &on_start, &active, &fastpath)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(on_start) || !PyContextVar_CheckExact(active)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "CleanFilter(on_start, active, fastpath): a callable, a ContextVar "
+                        "and the fastpath module");
+        return NULL;
+    }
+    CleanFilter *self = PyObject_GC_New(CleanFilter, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    memset((char *)self + offsetof(CleanFilter, on_start), 0,
+           sizeof(CleanFilter) - offsetof(CleanFilter, on_start));
+    self->vectorcall = filter_vectorcall;
+    self->on_start = Py_NewRef(on_start);
+    self->active = Py_NewRef(active);
+    self->s_name = PyUnicode_InternFromString("__name__");
+    self->s_clean_calls = PyUnicode_InternFromString("clean_calls");
+    self->s_getattribute = PyUnicode_InternFromString("__getattribute__");
+    self->one = PyLong_FromLong(1);
+    PyObject_GC_Track(self);
+    if (self->s_name == NULL || self->s_clean_calls == NULL || self->s_getattribute == NULL
+        || self->one == NULL
+        || read_fastpath(self, fastpath) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject CleanFilterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "trackgen_contract.tracer._fastclean.CleanFilter",
+    .tp_doc = PyDoc_STR("CleanFilter(on_start, active, fastpath): a PY_START callback that "
+                        "counts a call at a remembered clean site and hands any other call "
+                        "to on_start."),
+    .tp_basicsize = sizeof(CleanFilter),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = filter_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CleanFilter, vectorcall),
+    .tp_traverse = (traverseproc)filter_traverse,
+    .tp_clear = (inquiry)filter_clear,
+    .tp_dealloc = (destructor)filter_dealloc,
+};
+
+static struct PyModuleDef fastclean_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "trackgen_contract.tracer._fastclean",
+    .m_doc = PyDoc_STR("The sys.monitoring callback's clean-site test, compiled."),
+    .m_size = -1,
+    .m_methods = fastclean_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__fastclean(void)
+{
+    if (PyType_Ready(&CleanFilterType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&fastclean_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "CleanFilter", (PyObject *)&CleanFilterType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
