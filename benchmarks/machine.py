@@ -8,6 +8,7 @@ import platform
 import warp as wp
 
 from trackgen_contract import BACKEND
+from trackgen_contract.tracer import COMPILED
 
 
 def machine() -> dict[str, object]:
@@ -15,6 +16,7 @@ def machine() -> dict[str, object]:
     return {
         "python": platform.python_version(),
         "backend": BACKEND,
+        "compiled": COMPILED,
         "warp": wp.__version__,
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
@@ -25,6 +27,7 @@ def machine() -> dict[str, object]:
 def heading(facts: dict[str, object]) -> str:
     """One line naming the facts, above a table."""
     return (
-        f"Python {facts['python']} ({facts['backend']}), warp-lang {facts['warp']}, "
+        f"Python {facts['python']} ({facts['backend']}"
+        f"{', compiled' if facts.get('compiled') else ''}), warp-lang {facts['warp']}, "
         f"{facts['cpus']} CPUs, {facts['platform']}"
     )

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import heading, machine
 from monkeypatch_guard import MonkeypatchGuard
 
-from trackgen_contract import hot_path_guard, stream_explicit
+from trackgen_contract import hot_path_guard, stream_explicit, tracer
 from trackgen_contract.registry import installed
-from trackgen_contract.tracer import keep_armed
+from trackgen_contract.tracer import COMPILED, keep_armed
 
 if hasattr(wp.config, "log_level"):
     wp.config.log_level = wp.LOG_WARNING
@@ -90,12 +90,35 @@ def _empty_profile(frame: object, event: str, arg: object) -> None:
     return None
 
 
+class PythonCallbackGuard:
+    """The guard with the ``sys.monitoring`` callback's Python clean-site test alone, as
+    where the C extension is not built: a row beside the compiled guard's. (The core's
+    callback is made anew while nothing is armed, then put back.)"""
+
+    def __enter__(self) -> PythonCallbackGuard:
+        core = tracer._core
+        self.saved = core._compiled, core._callback, core._on_start
+        core._compiled, core._callback = False, None
+        self.guard = hot_path_guard(strict=False)
+        self.guard.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.guard.__exit__(*exc_info)
+        tracer._core._compiled, tracer._core._callback, tracer._core._on_start = self.saved
+
+
 GUARDS: dict[str, Callable[[], AbstractContextManager]] = {
     "none": nullcontext,
     "guard": lambda: hot_path_guard(strict=False),
     "monkeypatch": MonkeypatchGuard,
 }
 FLOOR = "no-op callback" if sys.version_info >= (3, 12) else "empty profile function"
+PURE = "Python callback, no C extension"
+# The rows that compare with the floor also show the guard without its compiled part.
+BESIDE: dict[str, Callable[[], AbstractContextManager]] = {FLOOR: NoOpCallback}
+if COMPILED:
+    BESIDE[PURE] = PythonCallbackGuard
 
 
 # --- workloads: each takes a repeat count --------------------------------------------------
@@ -201,9 +224,9 @@ def ratios(
     background: bool = False,
     floor: bool = False,
 ) -> list[Result]:
-    """The workload's ratio under each guard (and, with `floor`, a row for the no-op
-    callback measured in the same rounds)."""
-    configs = {**GUARDS, FLOOR: NoOpCallback} if floor else GUARDS
+    """The workload's ratio under each guard (and, with `floor`, rows for the no-op
+    callback and the Python callback, measured in the same rounds)."""
+    configs = {**GUARDS, **BESIDE} if floor else GUARDS
     names = list(configs)
     per_round: dict[str, list[float]] = {g: [] for g in names}
     for r in range(rounds):
@@ -215,19 +238,29 @@ def ratios(
     rows = [Result(name, "x", {g: medians[g] for g in GUARDS if g != "none"})]
     if floor:
         rows.append(Result(f"{name}: {FLOOR} (the floor)", "x", {"guard": medians[FLOOR]}))
+        if PURE in medians:
+            rows.append(Result(f"{name}: {PURE}", "x", {"guard": medians[PURE]}))
     return rows
 
 
-def per_call(name: str, work: Callable[[int], None], n: int, rounds: int) -> Result:
-    """Nanoseconds a guard adds to each call of `work`'s loop."""
-    names = list(GUARDS)
+def per_call(
+    name: str, work: Callable[[int], None], n: int, rounds: int, pure: bool = False
+) -> list[Result]:
+    """Nanoseconds a guard adds to each call of `work`'s loop (and, with `pure`, the
+    guard with the Python callback alone, in the same rounds)."""
+    configs = {**GUARDS, PURE: BESIDE[PURE]} if pure and PURE in BESIDE else GUARDS
+    names = list(configs)
     added: dict[str, list[float]] = {g: [] for g in names if g != "none"}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
-        times = {g: _timed(work, n, GUARDS[g], False) for g in order}
+        times = {g: _timed(work, n, configs[g], False) for g in order}
         for g in added:
             added[g].append((times[g] - times["none"]) / n * 1e9)
-    return Result(name, "ns", {g: statistics.median(v) for g, v in added.items()})
+    medians = {g: statistics.median(v) for g, v in added.items()}
+    rows = [Result(name, "ns", {g: medians[g] for g in GUARDS if g != "none"})]
+    if PURE in medians:
+        rows.append(Result(f"{name}: {PURE}", "ns", {"guard": medians[PURE]}))
+    return rows
 
 
 def _enter_exit_us(make: Callable[[], AbstractContextManager], rounds: int) -> float:
@@ -325,9 +358,9 @@ def run(quick: bool) -> list[Result]:
                 rounds,
                 True,
             ),
-            per_call("per watched call (launch)", launches, n, rounds),
-            per_call("per watched call (recorded cmd.launch)", recorded, n, rounds),
-            per_call("per unwatched call", ordinary, n * 100, rounds),
+            *per_call("per watched call (launch)", launches, n, rounds, pure=True),
+            *per_call("per watched call (recorded cmd.launch)", recorded, n, rounds, pure=True),
+            *per_call("per unwatched call", ordinary, n * 100, rounds),
             *enter_exit_kinds(rounds * 4),
             enter_exit(300, rounds * 4),
             enter_exit(3000, rounds * 4),
