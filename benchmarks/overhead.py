@@ -91,21 +91,31 @@ def _empty_profile(frame: object, event: str, arg: object) -> None:
 
 
 class PythonCallbackGuard:
-    """The guard with the ``sys.monitoring`` callback's Python clean-site test alone, as
-    where the C extension is not built: a row beside the compiled guard's. (The core's
-    callback is made anew while nothing is armed, then put back.)"""
+    """The guard with its core's first filter in Python alone, as where the C extension
+    is not built: a row beside the compiled guard's. (The ``sys.monitoring`` callback is
+    made anew while nothing is armed, then put back; a profile hook is installed at each
+    start.)"""
 
     def __enter__(self) -> PythonCallbackGuard:
         core = tracer._core
-        self.saved = core._compiled, core._callback, core._on_start
-        core._compiled, core._callback = False, None
+        self.saved = (
+            core.compiled,
+            getattr(core, "_callback", None),
+            getattr(core, "_on_start", None),
+        )
+        core.compiled = False
+        if hasattr(core, "_callback"):
+            core._callback = None
         self.guard = hot_path_guard(strict=False)
         self.guard.__enter__()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.guard.__exit__(*exc_info)
-        tracer._core._compiled, tracer._core._callback, tracer._core._on_start = self.saved
+        core = tracer._core
+        core.compiled = self.saved[0]
+        if hasattr(core, "_callback"):
+            core._callback, core._on_start = self.saved[1:]
 
 
 GUARDS: dict[str, Callable[[], AbstractContextManager]] = {
@@ -114,7 +124,7 @@ GUARDS: dict[str, Callable[[], AbstractContextManager]] = {
     "monkeypatch": MonkeypatchGuard,
 }
 FLOOR = "no-op callback" if sys.version_info >= (3, 12) else "empty profile function"
-PURE = "Python callback, no C extension"
+PURE = "Python filter, no C extension"
 # The rows that compare with the floor also show the guard without its compiled part.
 BESIDE: dict[str, Callable[[], AbstractContextManager]] = {FLOOR: NoOpCallback}
 if COMPILED:

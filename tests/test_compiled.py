@@ -1,12 +1,14 @@
-"""The compiled clean-site test (``tracer/_fastclean.c``) against the Python callback.
+"""The compiled first filters against the Python ones they stand in front of.
 
-The ``sys.monitoring`` core registers a `CleanFilter` where the extension was built: it
-answers a call at a remembered clean site and hands every other call to the Python
-callback. These tests run the same calls under each and compare everything a user can
-see, check that the compiled one did answer calls itself, that it holds no reference it
-takes, and that it refuses, as the Python callback does, a tracer started from the Python
-code it runs. The rest of the suite runs under whichever the machine has (CI runs it
-under both: ``TRACKGEN_CONTRACT_PURE_PYTHON=1``).
+On 3.12+ the ``sys.monitoring`` core registers a `CleanFilter` (``tracer/_fastclean.c``)
+where the extension was built: it answers a call at a remembered clean site and hands
+every other call to the Python callback. On 3.11 the profile core installs its hook
+behind a C function (``tracer/_fastprofile.c``) that passes on the events the hook would
+act on alone. These tests run the same calls under each and compare everything a user
+can see, check that the compiled one did the filtering itself, that it holds no
+reference it takes, and that it refuses, as the Python callback does, a tracer started
+from the Python code it runs. The rest of the suite runs under whichever the machine has
+(CI runs it under both: ``TRACKGEN_CONTRACT_PURE_PYTHON=1``).
 """
 
 from __future__ import annotations
@@ -24,31 +26,46 @@ from acme.kernels import add_one
 
 from trackgen_contract import HotPathViolation, Tracer, stream_explicit
 from trackgen_contract.registry import installed
-from trackgen_contract.tracer import _core, fastpath
+from trackgen_contract.tracer import _core, fastpath, pyprofile
 
+SYSMON = sys.version_info >= (3, 12)
+_fastclean = _fastprofile = None
 try:
-    from trackgen_contract.tracer import _fastclean
+    if SYSMON:
+        from trackgen_contract.tracer import _fastclean
+    else:
+        from trackgen_contract.tracer import _fastprofile
 except ImportError:  # not built on this machine: the Python callback alone
-    _fastclean = None
+    pass
 
 needs_compiled = pytest.mark.skipif(
-    sys.version_info < (3, 12) or _fastclean is None,
-    reason="the sys.monitoring core, with _fastclean built",
+    (_fastclean if SYSMON else _fastprofile) is None, reason="the extension is not built"
+)
+needs_clean_filter = pytest.mark.skipif(
+    not SYSMON or _fastclean is None, reason="the sys.monitoring core, with _fastclean built"
+)
+needs_profile_filter = pytest.mark.skipif(
+    SYSMON or _fastprofile is None, reason="the sys.setprofile core, with _fastprofile built"
 )
 PURE = os.environ.get("TRACKGEN_CONTRACT_PURE_PYTHON") == "1"
 
 
 @contextmanager
 def callback(compiled: bool):
-    """Run the block with the core's callback compiled or in Python alone (made anew)."""
-    assert _core.tool_id is None, "a tracer or keep_armed block is still running"
-    saved = _core._compiled, _core._callback, _core._on_start
-    _core._compiled, _core._callback = compiled, None
+    """Run the block with the core's first filter compiled or in Python alone (the
+    sys.monitoring callback made anew; a profile hook is installed at each start)."""
+    assert _core.idle(), "a tracer or keep_armed block is still running"
+    saved = _core.compiled, getattr(_core, "_callback", None), getattr(_core, "_on_start", None)
+    _core.compiled = compiled
+    if SYSMON:
+        _core._callback = None
     try:
         yield
     finally:
-        assert _core.tool_id is None
-        _core._compiled, _core._callback, _core._on_start = saved
+        assert _core.idle()
+        _core.compiled = saved[0]
+        if SYSMON:
+            _core._callback, _core._on_start = saved[1:]
 
 
 launch = wp.launch  # a global bound to the watched function: ``launch(...)``
@@ -154,7 +171,7 @@ print(len(counted))
 """
 
 
-@needs_compiled
+@needs_clean_filter
 def test_the_compiled_filter_answers_clean_calls_without_the_python_callback():
     tests = os.path.dirname(__file__)
     counts = {}
@@ -173,7 +190,7 @@ def test_the_compiled_filter_answers_clean_calls_without_the_python_callback():
     assert counts["0"] < 40  # compiled: only while the sites are learnt
 
 
-@needs_compiled
+@needs_clean_filter
 def test_the_compiled_filter_is_the_registered_callback():
     if PURE:
         pytest.skip("TRACKGEN_CONTRACT_PURE_PYTHON=1 asks for the Python callback")
@@ -204,7 +221,7 @@ def test_answering_a_clean_call_keeps_no_reference(arr, compiled):
     assert guard.calls == 503
 
 
-@needs_compiled
+@needs_clean_filter
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_a_tracer_started_from_code_the_callback_runs_is_refused(arr, compiled):
     """A `counts` runs inside the core's callback, where CPython reports no event: a guard
@@ -246,7 +263,7 @@ class _Fussy(Tracer):
         self._clean = value
 
 
-@needs_compiled
+@needs_clean_filter
 def test_a_tracers_own_error_while_counting_is_raised_the_same_way(arr):
     def run(compiled):
         done = []
@@ -271,7 +288,7 @@ def test_a_strict_guard_raises_the_same_breach_compiled(arr):
                 _without_stream(arr)
 
 
-@needs_compiled
+@needs_clean_filter
 def test_a_clean_filter_made_wrongly_says_what_is_wrong():
     var = contextvars.ContextVar("v", default=())
     with pytest.raises(TypeError, match="a callable, a ContextVar and the fastpath module"):
@@ -284,7 +301,7 @@ def test_a_clean_filter_made_wrongly_says_what_is_wrong():
         _fastclean.CleanFilter(print, var)
 
 
-@needs_compiled
+@needs_clean_filter
 def test_a_clean_filter_hands_every_call_it_does_not_answer_to_the_callback():
     got = []
     var = contextvars.ContextVar("v", default=())
@@ -310,7 +327,190 @@ def test_the_pure_python_setting(setting, expected):
     if expected == "error":
         assert done.returncode == 1
         assert "TRACKGEN_CONTRACT_PURE_PYTHON must be 1, 0 or empty, not 'yes'" in done.stderr
-    elif _fastclean is None or sys.version_info < (3, 12):
+    elif (_fastclean if SYSMON else _fastprofile) is None:
         assert done.stdout.strip() == "False", done.stderr
     else:
         assert done.stdout.strip() == expected, done.stderr
+
+
+# --- 3.11: the profile hook behind a C filter ------------------------------------------
+
+
+@needs_profile_filter
+def test_the_hook_is_still_what_sys_getprofile_returns(arr):
+    if PURE:
+        pytest.skip("TRACKGEN_CONTRACT_PURE_PYTHON=1 asks for the Python hook")
+    before = sys.getprofile()
+    with stream_explicit(strict=False) as guard:
+        hook = sys.getprofile()
+        _without_stream(arr)
+    assert type(hook) is types.FunctionType and hook.__name__ == "profile"
+    assert sys.getprofile() is before
+    assert [v.api for v in guard.violations] == ["wp.launch without stream="]
+
+
+def _events_passed_on(install, watched: set, closing_after: int | None = None):
+    """The events a profile function installed by `install` receives while a few calls
+    run, under `watched` qualified names (and, after `closing_after` calls, closing)."""
+    seen = []
+
+    def profile(frame, event, arg):
+        seen.append((frame.f_code.co_qualname, event))
+
+    def closing(frame, event, arg):  # the same free variable: its code can replace the other's
+        seen.append((frame.f_code.co_qualname, event))
+
+    def watched_function():
+        return len("x")  # a C call inside
+
+    def other_function():
+        return watched_function()
+
+    _fastprofile.watch(watched, closing.__code__)
+    try:
+        install(profile)
+        for i in range(3):
+            if i == closing_after:
+                profile.__code__ = closing.__code__
+            other_function()
+        sys.setprofile(None)
+    finally:
+        sys.setprofile(None)
+        _fastprofile.watch(pyprofile._watched_names, pyprofile._CLOSING)
+    return seen
+
+
+@needs_profile_filter
+def test_the_c_filter_passes_on_exactly_the_calls_of_watched_names():
+    name = "_events_passed_on.<locals>.watched_function"
+    compiled = _events_passed_on(_fastprofile.install, {name})
+    assert compiled == [(name, "call")] * 3
+    everything = _events_passed_on(sys.setprofile, {name})
+    assert [e for e in everything if e[1] == "call" and e[0] == name] == compiled
+    assert len(everything) > 4 * len(compiled)  # what the Python function alone sees
+    assert _events_passed_on(_fastprofile.install, set()) == []
+
+
+@needs_profile_filter
+def test_a_closing_hook_is_passed_every_event():
+    name = "_events_passed_on.<locals>.watched_function"
+    seen = _events_passed_on(_fastprofile.install, {name}, closing_after=1)
+    assert seen[0] == (name, "call")  # before: the filter's
+    events = {event for _, event in seen[1:]}
+    assert {"call", "return", "c_call", "c_return"} <= events
+
+
+def _raising_profile(install):
+    """What a profile function that raises at a watched call leaves: CPython removes it."""
+
+    def raiser(frame, event, arg):
+        if event == "call" and frame.f_code.co_qualname == name:
+            raise LookupError("refused")
+
+    def watched_function():
+        return 1
+
+    name = watched_function.__qualname__
+    _fastprofile.watch({name}, pyprofile._CLOSING)
+    try:
+        with pytest.raises(LookupError, match="refused"):
+            install(raiser)
+            watched_function()
+        return sys.getprofile()
+    finally:
+        sys.setprofile(None)
+        _fastprofile.watch(pyprofile._watched_names, pyprofile._CLOSING)
+
+
+@needs_profile_filter
+def test_a_profile_function_that_raises_is_removed_as_python_removes_it():
+    assert _raising_profile(sys.setprofile) is None
+    assert _raising_profile(_fastprofile.install) is None
+
+
+@needs_profile_filter
+def test_the_c_filter_is_set_up_with_clear_errors():
+    _fastprofile.watch(pyprofile._watched_names, pyprofile._CLOSING)
+    with pytest.raises(TypeError, match="not callable"):
+        _fastprofile.install(42)
+    with pytest.raises(TypeError):
+        _fastprofile.watch(["launch"], pyprofile._CLOSING)
+    with pytest.raises(TypeError):
+        _fastprofile.watch(set(), "not code")
+    assert sys.getprofile() is None
+
+
+# On 3.11 every read of a frame's f_code raises an audit event: the Python hook reads one
+# at each event of the thread, the C filter none. In a child process, as above.
+_COUNT_CODE_READS = """
+import sys, warp as wp
+from acme.kernels import add_one
+from trackgen_contract import stream_explicit
+arr = wp.zeros(8, dtype=float, device="cpu")
+reads = []
+sys.addaudithook(lambda event, args: event == "object.__getattr__" and args[1] == "f_code"
+                 and reads.append(1))
+with stream_explicit():
+    for _ in range(100):
+        wp.launch(add_one, 8, inputs=[arr], stream=None)
+print(len(reads))
+"""
+
+
+@needs_profile_filter
+def test_the_c_filter_spares_the_python_hook_the_calls_it_does_not_watch():
+    tests = os.path.dirname(__file__)
+    counts = {}
+    for setting in ("0", "1"):
+        env = {**os.environ, "TRACKGEN_CONTRACT_PURE_PYTHON": setting, "PYTHONPATH": tests}
+        done = subprocess.run(
+            [sys.executable, "-c", _COUNT_CODE_READS],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        counts[setting] = int(done.stdout.split()[-1])
+    assert counts["1"] >= 100 * 20  # the Python hook: every event of every launch
+    assert counts["0"] < counts["1"] / 10
+
+
+def _nest(depth, fn):
+    return fn() if depth == 0 else _nest(depth - 1, fn)
+
+
+def _deepest_working(fn):
+    """The deepest nesting at which `fn()` still works unguarded."""
+    low, high = 0, sys.getrecursionlimit()
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            _nest(middle, fn)
+            low = middle
+        except RecursionError:
+            high = middle - 1
+    return low
+
+
+def _plain():  # no C call: 3.11 counts a C call against the limit only when profiled
+    return "unwatched"
+
+
+@needs_profile_filter
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_an_unwatched_call_at_the_deepest_nesting_needs_no_frame_of_the_hook(compiled):
+    """The Python hook runs in a frame of its own at every call, which the very deepest
+    call that works unguarded cannot have: CPython removes it and the guard is blind (a
+    known limit). Behind the C filter an unwatched call runs no Python code of ours."""
+    _deepest_working(_plain)  # warm: specialised, as below
+    depth = _deepest_working(_plain) + 1  # from here, a frame above _deepest_working's
+    raised = False
+    with callback(compiled):
+        with stream_explicit(strict=False) as guard:
+            try:
+                _nest(depth, _plain)
+            except RecursionError:
+                raised = True
+    assert raised is not compiled
+    assert (guard.blind is None) is compiled, guard.blind

@@ -49,6 +49,7 @@ class Core(Protocol):
     """What a backend provides: arm what tracers need while they run."""
 
     name: str
+    compiled: bool  # whether its first filter runs in C (see _compiled_wanted)
 
     def hold(self, entries: tuple[Entry, ...]) -> None:
         """Keep `entries` armed (counted) until `release`; no thread is hooked by it."""
@@ -162,21 +163,25 @@ def _choose_core() -> Core:
         return SysMonitoringCore(_active, dispatch, compiled=compiled)
     from .pyprofile import ProfileCore
 
-    return ProfileCore(_active, dispatch)
+    return ProfileCore(_active, dispatch, compiled=compiled)
 
 
 def _compiled_wanted() -> bool:
-    """Whether the sys.monitoring callback tests clean sites in C (`_fastclean`): where
-    the extension was built, unless ``TRACKGEN_CONTRACT_PURE_PYTHON=1`` asks for the
-    Python test alone (the same verdicts, slower; for comparing the two). Checked on
-    3.11 too, where the profile core is Python alone: a bad setting is never ignored."""
+    """Whether the core's first filter runs in C: on 3.12+ the ``sys.monitoring``
+    callback's clean-site test (`_fastclean`), on 3.11 the profile hook's filter
+    (`_fastprofile`). Where the extension was built, unless
+    ``TRACKGEN_CONTRACT_PURE_PYTHON=1`` asks for the Python test alone (the same
+    verdicts, slower; for comparing the two). A bad setting is never ignored."""
     setting = os.environ.get(_PURE_PYTHON, "")
     if setting not in ("", "0", "1"):
         raise ValueError(f"{_PURE_PYTHON} must be 1, 0 or empty, not {setting!r}")
     if setting == "1":
         return False
     try:
-        from . import _fastclean  # noqa: F401
+        if sys.version_info >= (3, 12):
+            from . import _fastclean  # noqa: F401
+        else:
+            from . import _fastprofile  # noqa: F401
     except ImportError:  # not built here (no C compiler at install)
         return False
     return True
@@ -188,9 +193,9 @@ _core = _choose_core()
 #: The name of the backend this interpreter uses: ``"sys.monitoring"`` or ``"sys.setprofile"``.
 BACKEND: str = _core.name
 
-#: Whether the ``sys.monitoring`` callback answers clean sites in C (`_fastclean`): where
-#: the extension was built and ``TRACKGEN_CONTRACT_PURE_PYTHON`` is not 1; False on 3.11.
-COMPILED: bool = getattr(_core, "_compiled", False)
+#: Whether the core's first filter runs in C (`_fastclean` on 3.12+, `_fastprofile` on
+#: 3.11): where the extension was built and ``TRACKGEN_CONTRACT_PURE_PYTHON`` is not 1.
+COMPILED: bool = _core.compiled
 
 _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
 

@@ -4,7 +4,10 @@ A profile function sees every Python call of its thread, so one is installed in 
 thread that starts a tracer, and the profile function that was there before (a Python
 function, or cProfile's C hook) is put back when that thread's last tracer stops. The
 watched code objects are looked up in one shared dict that holds only what the running
-tracers need.
+tracers need. Where the extension was built, the hook is installed behind a C function
+(``_fastprofile.c``) that makes its first test, on the same set, and calls it only for
+the events it would act on: ~130 events per launch cost no Python frame; the hook is
+still the profile object ``sys.getprofile()`` returns.
 
 A thread's hook can be taken down only by that thread. When its last tracer is stopped
 from another thread, the hook is marked closing and puts the previous profile function
@@ -82,10 +85,11 @@ class ProfileCore(ArmingCore):
 
     name = "sys.setprofile"
 
-    def __init__(self, active: ContextVar[tuple], dispatch: Dispatch) -> None:
+    def __init__(self, active: ContextVar[tuple], dispatch: Dispatch, compiled: bool) -> None:
         super().__init__()
         self._active = active
         self._dispatch = dispatch
+        self.compiled = compiled  # the hooks' first filter in C (_fastprofile.c)
         self._watched: dict[int, Entry] = {}  # id(code) -> entry: what the hooks look for
         self._synced = 0  # the books' version last applied
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
@@ -103,7 +107,7 @@ class ProfileCore(ArmingCore):
             self._put_back(hook, thread, stopping=False)
             hook.raised = False
             hook.since[id(tracer)] = hook.removals
-        _install(hook.profile)  # also after a raise removed it
+        self._install(hook.profile)  # also after a raise removed it
         hook.probed = False
         _probe()
         if not hook.probed:
@@ -159,7 +163,18 @@ class ProfileCore(ArmingCore):
         # in this thread need it back (unless someone installed another profiler since).
         if hook.raised and thread == threading.get_ident() and sys.getprofile() is None:
             hook.raised = False
-            _install(hook.profile)
+            self._install(hook.profile)
+
+    def _install(self, profile: Profile) -> None:
+        if not self.compiled:
+            sys.setprofile(profile)
+            return
+        from ._fastprofile import install, watch
+
+        # `profile` behind a C function that calls it for the events its filter takes
+        # alone, on the same set: it is still what sys.getprofile() returns.
+        watch(_watched_names, _CLOSING)
+        install(profile)
 
     def _sync(self) -> None:
         # The hooks read this dict at every call: update it in place.
@@ -200,7 +215,8 @@ class ProfileCore(ArmingCore):
 
     def _make_profile(self, hook: _Hook) -> Profile:
         # Runs at every Python call, return and C call of the thread (~130 times per
-        # launch), so it does the least that tells a call of a watched function from the
+        # launch; compiled, its first test runs in C and it runs for watched calls
+        # alone), so it does the least that tells a call of a watched function from the
         # rest: a constant compared with the event, then the qualified name of the code
         # looked up in a global set (a string whose hash it keeps: less than the id() call
         # and lookup it spares most calls; a plain name would also let every `__init__`
@@ -338,10 +354,6 @@ def _probe() -> None:
 
 
 _PROBE = _probe.__code__
-
-
-def _install(profile: object) -> None:
-    sys.setprofile(profile)  # type: ignore[arg-type]
 
 
 def _restore(hook: _Hook) -> None:

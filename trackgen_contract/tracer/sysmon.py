@@ -41,7 +41,7 @@ class SysMonitoringCore(ArmingCore):
         super().__init__()
         self._active = active
         self._dispatch = dispatch
-        self._compiled = compiled  # the clean-site test in C first (_fastclean.c)
+        self.compiled = compiled  # the clean-site test in C first (_fastclean.c)
         self._tool: int | None = None
         self._armed: dict[int, CodeType] = {}  # id(code) -> code with events set
         self._synced = 0  # the books' version last armed
@@ -137,7 +137,7 @@ class SysMonitoringCore(ArmingCore):
 
     def _registered_callback(self) -> Callable[[CodeType, int], None]:
         self._on_start = self._make_callback()
-        if not self._compiled:
+        if not self.compiled:
             return self._on_start
         from ._fastclean import CleanFilter
 
@@ -209,7 +209,7 @@ class SysMonitoringCore(ArmingCore):
 
     def inside_callback(self) -> bool:
         # Python code the compiled filter runs has no callback frame below it: it says.
-        if self._compiled:
+        if self.compiled:
             from ._fastclean import running
 
             if running():
