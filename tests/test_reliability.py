@@ -653,6 +653,33 @@ def test_a_child_forked_while_another_thread_swapped_handlers_swaps_them_again()
     assert_nothing_left()
 
 
+def _user_handler(signum, frame):
+    return None
+
+
+def test_a_handler_set_between_guards_in_an_armed_scope_is_wrapped_by_the_next_entry():
+    # Inside keep_armed() the wrapped handlers stay wrapped between guards, and an entry
+    # finds that at once: one the program sets meanwhile must still be wrapped.
+    previous = signal.getsignal(signal.SIGUSR1)
+    try:
+        with keep_armed():
+            with hot_path_guard(strict=False):
+                assert signal.getsignal(signal.SIGINT) is critical._wrapper
+            assert signal.getsignal(signal.SIGINT) is critical._wrapper  # still armed
+            signal.signal(signal.SIGUSR1, _user_handler)
+            with hot_path_guard(strict=False):
+                assert signal.getsignal(signal.SIGUSR1) is critical._wrapper
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # not callable: nothing to wrap
+            with hot_path_guard(strict=False):
+                assert signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN
+            signal.signal(signal.SIGUSR1, _user_handler)
+        assert signal.getsignal(signal.SIGUSR1) is _user_handler  # the original, back
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert_nothing_left()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_fork_inside_a_judged_call_keeps_the_childs_collector_off_while_judging(arr):
     # BUG: the child dropped every hold on the collector, its own thread's too, and that

@@ -31,7 +31,8 @@ from __future__ import annotations
 import _signal
 import threading
 from collections.abc import Callable
-from itertools import compress
+from itertools import compress, repeat
+from operator import is_
 from types import FrameType
 from typing import TypeVar
 
@@ -129,6 +130,11 @@ def _wrap() -> None:
 
 @entry
 def _wrap_each() -> None:
+    # Mostly every handler is wrapped already (guards entered inside keep_armed): told
+    # by C calls alone (`is_`, not ==, which could run a handler object's __eq__).
+    handlers = list(map(_signal.getsignal, _SIGNALS))
+    if sum(map(callable, handlers)) == sum(map(is_, handlers, repeat(_wrapper))):
+        return
     # The busiest signal first: until it is wrapped its own handler may raise here, and
     # the ones wrapped before it would stay wrapped with no guard to take them down.
     order = sorted(_SIGNALS, key=lambda signum: -_state.arrivals.get(signum, 0))
