@@ -514,3 +514,26 @@ def test_an_unwatched_call_at_the_deepest_nesting_needs_no_frame_of_the_hook(com
                 raised = True
     assert raised is not compiled
     assert (guard.blind is None) is compiled, guard.blind
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_a_guard_started_from_an_on_call_is_refused(arr, compiled):
+    """An ``on_call`` runs inside the core's callback, as a signal handler or finaliser
+    that lands there does: a guard started there would be blind, so it is refused."""
+    if compiled and (_fastclean if SYSMON else _fastprofile) is None:
+        pytest.skip("the extension is not built")
+    refused = []
+
+    def on_call(call):
+        try:
+            with stream_explicit():
+                pass
+        except RuntimeError as error:
+            refused.append(str(error))
+
+    with callback(compiled):
+        with Tracer(on_call):
+            _by_module(arr)
+            _without_stream(arr)
+    assert len(refused) == 2
+    assert all("cannot start while a watched Warp call is being judged" in r for r in refused)

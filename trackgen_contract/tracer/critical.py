@@ -31,8 +31,7 @@ from __future__ import annotations
 import _signal
 import threading
 from collections.abc import Callable
-from itertools import compress, repeat
-from operator import is_
+from itertools import compress
 from types import FrameType
 from typing import TypeVar
 
@@ -131,9 +130,9 @@ def _wrap() -> None:
 @entry
 def _wrap_each() -> None:
     # Mostly every handler is wrapped already (guards entered inside keep_armed): told
-    # by C calls alone (`is_`, not ==, which could run a handler object's __eq__).
-    handlers = list(map(_signal.getsignal, _SIGNALS))
-    if sum(map(callable, handlers)) == sum(map(is_, handlers, repeat(_wrapper))):
+    # by C calls alone (identities, not ==, which could run a handler object's __eq__).
+    callables = set(map(id, filter(callable, map(_signal.getsignal, _SIGNALS))))
+    if callables <= {id(_wrapper)}:
         return
     # The busiest signal first: until it is wrapped its own handler may raise here, and
     # the ones wrapped before it would stay wrapped with no guard to take them down.

@@ -208,12 +208,13 @@ class SysMonitoringCore(ArmingCore):
         return on_start
 
     def inside_callback(self) -> bool:
-        # Python code the compiled filter runs has no callback frame below it: it says.
+        # Compiled, the Python callback runs only inside the filter, which counts the
+        # calls it is inside: that says it in one call, where the frames below would have
+        # to be walked (and the Python code the filter runs itself has no callback frame).
         if self.compiled:
             from ._fastclean import running
 
-            if running():
-                return True
+            return running()
         return super().inside_callback()
 
     def callback_codes(self) -> frozenset[int]:
