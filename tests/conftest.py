@@ -1,3 +1,5 @@
+import signal
+
 import numpy as np
 import pytest
 import warp as wp
@@ -26,3 +28,13 @@ def arr():
 @pytest.fixture
 def arr2():
     return wp.zeros(8, dtype=float, device="cpu")
+
+
+@pytest.fixture
+def ctrl_c():
+    """Python's own SIGINT handler for the test, as a terminal starts Python: a job a
+    shell starts in the background (`pytest &`, some CI runners) has SIGINT ignored, and
+    a test of what a Ctrl-C does needs it handled. The previous handler comes back."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

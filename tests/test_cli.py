@@ -546,23 +546,18 @@ with trackgen_contract.hot_path_guard():
 
 
 @pytest.mark.skipif(os.name != "posix", reason="dying by a signal is POSIX's")
-def test_ctrl_c_ends_the_program_as_it_ends_python(tmp_path):
+def test_ctrl_c_ends_the_program_as_it_ends_python(tmp_path, ctrl_c):
     # BUG: the traceback showed the frame of our signal handler wrapper, and the process
-    # exited with 130 where Python dies by SIGINT (a shell shows 130 for both).
+    # exited with 130 where Python dies by SIGINT (a shell shows 130 for both). `ctrl_c`:
+    # an ignored SIGINT would stay ignored in the children.
     source = "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n"
-    # A run started in the background without job control has SIGINT ignored, and an
-    # ignored signal stays ignored in the children: give them the start a terminal gives.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        plain, traced = both_ways(tmp_path, source)
-        assert traced == plain
-        assert plain[0] == -signal.SIGINT and "critical.py" not in traced[2]
-        # BUG: a program that closed sys.stderr made the flush before dying raise (status 1).
-        closed = "import sys\nsys.stderr.close()\n" + source
-        plain, traced = both_ways(tmp_path, closed)
-        assert traced[0] == plain[0] == -signal.SIGINT
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    plain, traced = both_ways(tmp_path, source)
+    assert traced == plain
+    assert plain[0] == -signal.SIGINT and "critical.py" not in traced[2]
+    # BUG: a program that closed sys.stderr made the flush before dying raise (status 1).
+    closed = "import sys\nsys.stderr.close()\n" + source
+    plain, traced = both_ways(tmp_path, closed)
+    assert traced[0] == plain[0] == -signal.SIGINT
 
 
 def test_programs_own_strict_guard(tmp_path):

@@ -535,7 +535,7 @@ class _CtrlCAtTheStartOf:
         return self.real(*args)
 
 
-def test_a_ctrl_c_where_a_judged_call_lets_the_collector_go_leaves_it_on(arr, monkeypatch):
+def test_a_ctrl_c_where_a_judged_call_lets_the_collector_go_leaves_it_on(arr, monkeypatch, ctrl_c):
     # BUG: the judged call counted itself out of the collector in a function of its own,
     # called from its finally: a Ctrl-C handled at that function's start skipped it, and
     # the collector stayed off for good (no later holder could be the last one out).
@@ -607,7 +607,7 @@ def _interrupt_at_instruction(code, k, fn, *args):
     return seen
 
 
-def test_a_ctrl_c_while_the_first_guard_takes_room_near_the_limit(monkeypatch):
+def test_a_ctrl_c_while_the_first_guard_takes_room_near_the_limit(monkeypatch, ctrl_c):
     # BUG: the room near the recursion limit was counted in before the change's `try`,
     # and before the first guard's signal wrappers were in place: a Ctrl-C handled as
     # the limit was raised left it counted for good, and the limit 200 higher.
@@ -635,7 +635,7 @@ def test_a_ctrl_c_while_the_first_guard_takes_room_near_the_limit(monkeypatch):
     assert_nothing_left()
 
 
-def test_a_child_forked_while_another_thread_swapped_handlers_swaps_them_again():
+def test_a_child_forked_while_another_thread_swapped_handlers_swaps_them_again(ctrl_c):
     # BUG: a child forked while another thread of its parent was wrapping the handlers
     # kept that thread's "swapping" mark, which no one in the child clears: it never
     # wrapped or unwrapped a handler again (its guards went without signal protection,
@@ -657,7 +657,7 @@ def _user_handler(signum, frame):
     return None
 
 
-def test_a_handler_set_between_guards_in_an_armed_scope_is_wrapped_by_the_next_entry():
+def test_a_handler_set_between_guards_in_an_armed_scope_is_wrapped_by_the_next_entry(ctrl_c):
     # Inside keep_armed() the wrapped handlers stay wrapped between guards, and an entry
     # finds that at once: one the program sets meanwhile must still be wrapped.
     previous = signal.getsignal(signal.SIGUSR1)
@@ -677,6 +677,27 @@ def test_a_handler_set_between_guards_in_an_armed_scope_is_wrapped_by_the_next_e
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGUSR1, previous)
+    assert_nothing_left()
+
+
+def test_a_guard_where_sigint_is_ignored_leaves_it_ignored_and_wraps_a_handler_set_later(
+    ctrl_c,
+):
+    # As a background job starts: SIGINT ignored, maybe no Python-level handler at all.
+    # An entry that finds nothing to wrap changes nothing, and a Ctrl-C stays ignored;
+    # a handler the program then sets is wrapped by the next entry, inside keep_armed too.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    uncallable = {s: h for s in critical._SIGNALS if not callable(h := signal.getsignal(s))}
+    with keep_armed():
+        with hot_path_guard(strict=False):
+            signal.raise_signal(signal.SIGINT)  # ignored: nothing raised
+        assert {s: signal.getsignal(s) for s in uncallable} == uncallable
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with hot_path_guard(strict=False):
+            assert signal.getsignal(signal.SIGINT) is critical._wrapper
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert_nothing_left()
 
 
@@ -1021,7 +1042,7 @@ def _nothing_held_and_ctrl_c_works(limit):
         signal.raise_signal(signal.SIGINT)
 
 
-def test_a_guard_entered_and_exited_at_any_depth_leaves_nothing_held():
+def test_a_guard_entered_and_exited_at_any_depth_leaves_nothing_held(ctrl_c):
     # BUG: a guard entered within a few frames of the recursion limit ran out of stack
     # half-way through arming, and its undo needed a frame too: the signal machinery
     # kept a change open for good (every later Ctrl-C was queued and never delivered) and
