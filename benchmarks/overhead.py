@@ -354,7 +354,9 @@ def run(quick: bool) -> list[Result]:
         results = [
             *ratios("real Warp: launch loop, stream= passed", launches, n, rounds, floor=True),
             *ratios("recorded cmd.launch(stream=) loop", recorded, n, rounds, floor=True),
-            *ratios("real Warp: launch + copy + readback + sync", mixed, n // 4, rounds),
+            *ratios(
+                "real Warp: launch + copy + readback + sync", mixed, n // 4, rounds, floor=True
+            ),
         ]
         for ratio in (0, 10, 100, 1000):
             count = max(4, n // max(1, ratio // 10)) if ratio else n
