@@ -370,8 +370,10 @@ def run(quick: bool) -> list[Result]:
                 rounds,
                 True,
             ),
-            *per_call("per watched call (launch)", launches, n, rounds, pure=True),
-            *per_call("per watched call (recorded cmd.launch)", recorded, n, rounds, pure=True),
+            *per_call("per watched call (launch)", launches, n * 2, rounds * 3, pure=True),
+            *per_call(
+                "per watched call (recorded cmd.launch)", recorded, n * 2, rounds * 3, pure=True
+            ),
             *per_call("per unwatched call", ordinary, n * 100, rounds),
             *enter_exit_kinds(rounds * 4),
             enter_exit(300, rounds * 4),
