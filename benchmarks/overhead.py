@@ -148,6 +148,17 @@ def recorded(n: int) -> None:
         command.launch(stream=None)
 
 
+class Replayer:
+    """Where recorded launches usually live: an object that replays its own."""
+
+    def __init__(self) -> None:
+        self.command, self.stream = COMMAND, None
+
+    def replay(self, n: int) -> None:
+        for _ in range(n):
+            self.command.launch(stream=self.stream)
+
+
 def mixed(n: int) -> None:
     for _ in range(n):
         wp.launch(bump, dim=16, inputs=[A], device="cpu", stream=None)
@@ -354,6 +365,13 @@ def run(quick: bool) -> list[Result]:
         results = [
             *ratios("real Warp: launch loop, stream= passed", launches, n, rounds, floor=True),
             *ratios("recorded cmd.launch(stream=) loop", recorded, n, rounds, floor=True),
+            *ratios(
+                "recorded self.command.launch(stream=) loop",
+                Replayer().replay,
+                n,
+                rounds,
+                floor=True,
+            ),
             *ratios(
                 "real Warp: launch + copy + readback + sync", mixed, n // 4, rounds, floor=True
             ),

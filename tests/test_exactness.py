@@ -1517,8 +1517,25 @@ def test_a_broken_rule_never_reaches_the_users_call(arr, cmd, monkeypatch):
 # --- the verdict of a call site does not change when it runs again -------------------------
 
 
+class _Holder:
+    """A plain object holding a recorded launch: ``self.cmd.launch(...)`` in a method."""
+
+    def __init__(self, cmd: object, **more: object) -> None:
+        self.cmd = cmd
+        self.__dict__.update(more)
+
+    def go(self, x: object) -> None:
+        self.inner.cmd.launch(x)  # two attributes from a local, the stream by position
+
+
+_RECORDED = None  # a global receiver, set by the shape cases: ``_RECORDED.launch(...)``
+
+
 def _shape_cases(arr, cmd, cmd2):
     """name -> (make one call, its truth)."""
+    global _RECORDED
+    _RECORDED = cmd
+    holder = _Holder(cmd2, inner=_Holder(cmd))
     c = True
     cfg = {"fast": {"stream": None}, "slow": {}}
     partials = [functools.partial(wp.launch, stream=None)]
@@ -1548,6 +1565,20 @@ def _shape_cases(arr, cmd, cmd2):
             Call("wp.Launch.launch", CMD[:1]),
         ),
         "bound": (lambda: cmd.launch(None), Call("wp.Launch.launch", CMD)),
+        "bound, by keyword": (lambda: cmd.launch(stream=None), Call("wp.Launch.launch", CMD)),
+        "bound through an attribute": (
+            lambda: holder.cmd.launch(stream=None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through two attributes": (
+            lambda: holder.inner.cmd.launch(None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through an attribute, no stream": (
+            lambda: holder.inner.cmd.launch(),
+            Call("wp.Launch.launch", CMD[:1]),
+        ),
+        "bound on a global": (lambda: _RECORDED.launch(None), Call("wp.Launch.launch", CMD)),
         "through C": (
             lambda: contextvars.copy_context().run(wp.launch, add_one, 8, [arr], [], [], [], None),
             Call("wp.launch", names(LAUNCH, 7), knowable=False),
@@ -1891,6 +1922,98 @@ def test_a_recorded_launch_site_found_clean_is_judged_again_when_its_receiver_ch
         finally:
             if owner is not None:
                 del owner.__getattribute__
+    assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
+    assert guard.calls == 4
+
+
+def _path_site(holder, x):
+    holder.cmd.launch(x)  # the receiver read off the holder: the stream passed by position
+
+
+def _global_site(x):
+    _RECORDED.launch(x)
+
+
+_PATH_CHANGES = [
+    "the attribute rebound",
+    "a property given to the holder's class",
+    "a class default made a property",
+    "__getattribute__ given to the holder's class",
+    "__getattribute__ given to its base",
+    "the holder's bases changed",
+    "the holder made another class",
+    "the attribute deleted, a class default left",
+    "an inner holder's attribute rebound",
+    "the global rebound",
+]
+
+
+def _receiver_checks_learnt() -> list:
+    from trackgen_contract.tracer import fastpath
+
+    sites = [s for there in fastpath.table.values() for s in (there, *there.others.values())]
+    return [s.check for s in sites if type(s.check) is fastpath.Receiver]
+
+
+@pytest.mark.parametrize("change", _PATH_CHANGES)
+def test_a_site_reaching_its_receiver_through_attributes_is_judged_again_when_they_change(
+    arr, cmd, cmd2, change
+):
+    """``holder.cmd.launch(x)`` (or ``GLOBAL.launch(x)``) found clean for a recorded
+    launch, the stream passed by position, then loads another callable at the same
+    instruction, one that reaches ``Launch.launch(x)`` through C code, without a stream."""
+    drop = functools.partial(operator.call, wp.Launch.launch)
+    relay = _Holder(None, launch=drop)  # relay.launch(cmd2): Launch.launch(cmd2)
+
+    class Base:
+        pass
+
+    class Holder(Base):
+        cmd = None  # a default the instance's own attribute hides
+
+        def __init__(self, cmd):
+            self.cmd = cmd
+
+    def hook(self, name):
+        return relay if name == "cmd" else object.__getattribute__(self, name)
+
+    outer = _Holder(None, inner=Holder(cmd))
+    inner = change.startswith("an inner")
+    holder = outer.inner if inner else Holder(cmd)
+    site = (lambda x: _Holder.go(outer, x)) if inner else (lambda x: _path_site(holder, x))
+    if change == "the global rebound":
+        site = _global_site
+    owner = None
+    with stream_explicit(strict=False) as guard:
+        globals()["_RECORDED"] = cmd
+        for _ in range(3):
+            site(None)  # clean: learnt, then answered from the frame
+        assert _receiver_checks_learnt(), "the site was not learnt: this test would prove nothing"
+        if change in ("the attribute rebound", "an inner holder's attribute rebound"):
+            holder.cmd = relay
+        elif change == "a property given to the holder's class":
+            del Holder.cmd
+            Holder.cmd = property(lambda self: relay)
+        elif change == "a class default made a property":
+            Holder.cmd = property(lambda self: relay)
+        elif change == "the holder's bases changed":
+            Holder.__bases__ = (type("Hooked", (), {"__getattribute__": hook}),)
+        elif change == "the holder made another class":
+            holder.__class__ = type("Other", (), {"cmd": property(lambda self: relay)})
+        elif change == "the attribute deleted, a class default left":
+            del holder.cmd
+            Holder.cmd = relay  # a class attribute now: no longer the inert default
+        elif change == "the global rebound":
+            globals()["_RECORDED"] = relay
+        else:
+            owner = Holder if "holder's class" in change else Base
+            owner.__getattribute__ = hook
+        try:
+            site(cmd2)  # Launch.launch(cmd2): no stream
+        finally:
+            if owner is not None:
+                del owner.__getattribute__
+            globals()["_RECORDED"] = None
     assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
     assert guard.calls == 4
 

@@ -36,7 +36,15 @@ typedef struct {
 } BindingSlots;
 
 typedef struct {
-    Py_ssize_t variable, cls, attribute, target, instance_dict, mro, changeable;
+    Py_ssize_t cls, instance_dict, mro, changeable;
+} InstanceSlots;
+
+typedef struct {
+    Py_ssize_t name, shadow;
+} StepSlots;
+
+typedef struct {
+    Py_ssize_t variable, from_globals, path, attribute, target;
 } ReceiverSlots;
 
 typedef struct {
@@ -52,9 +60,12 @@ typedef struct {
     PyObject *last;      /* fastpath.last */
     PyObject *quiet;     /* fastpath.quiet */
     PyObject *counting;  /* fastpath.counting */
-    PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *quiet_type;
+    PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *step_type;
+    PyTypeObject *quiet_type;
     CleanSlots clean;
     BindingSlots binding;
+    InstanceSlots instance;  /* of fastpath._Instance: Step's and Receiver's own */
+    StepSlots step;
     ReceiverSlots receiver;
     QuietSlots q;
     Py_ssize_t several_others, last_now;
@@ -135,46 +146,131 @@ binding_holds(CleanFilter *self, PyObject *binding, PyObject *globals)
 }
 
 #if PY_VERSION_HEX >= 0x030C0000
-/* Whether the caller's local is still an instance of the class that binds the watched
- * method, unshadowed (fastpath.Receiver.__call__, on the same fields). */
+/* `obj`'s own __dict__ (a new reference) where it is still the instance `instance`
+ * (fastpath._Instance) describes, else NULL (no error of its own set: the callback
+ * clears any). */
+static PyObject *
+own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
+{
+    InstanceSlots *i = &self->instance;
+    PyObject *cls = slot(instance, i->cls), *instance_dict = slot(instance, i->instance_dict);
+    PyObject *mro = slot(instance, i->mro), *changeable = slot(instance, i->changeable);
+    if (!cls || !instance_dict || !mro || !changeable || !PyType_Check(cls)
+        || !PyTuple_CheckExact(changeable) || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type)
+        || (PyObject *)Py_TYPE(obj) != cls || ((PyTypeObject *)cls)->tp_mro != mro) {
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(changeable); k++) {
+        PyObject *klass = PyTuple_GET_ITEM(changeable, k);
+        PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
+        int given = space == NULL ? -1 : PyDict_Contains(space, self->s_getattribute);
+        Py_XDECREF(space);
+        if (given != 0) {
+            return NULL;
+        }
+    }
+    PyObject *own = Py_TYPE(instance_dict)->tp_descr_get(instance_dict, obj, cls);
+    if (own != NULL && !PyDict_Check(own)) {
+        Py_CLEAR(own);
+    }
+    return own;
+}
+
+/* Whether `type`'s MRO holds first under `name` what `shadow` says (fastpath._shadow):
+ * `()` for nothing, `(value,)` for that very value. */
 static int
-receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller)
+same_shadow(PyTypeObject *type, PyObject *name, PyObject *shadow)
+{
+    PyObject *mro = type->tp_mro;
+    if (mro == NULL || !PyTuple_CheckExact(mro) || !PyTuple_CheckExact(shadow)
+        || PyTuple_GET_SIZE(shadow) > 1) {
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
+        PyObject *klass = PyTuple_GET_ITEM(mro, k);
+        PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
+        if (space == NULL) {
+            return 0;
+        }
+        PyObject *found = PyDict_GetItemWithError(space, name);
+        /* Compared before the dict is let go: nothing runs in between. */
+        int answer = found == NULL ? -1
+                     : PyTuple_GET_SIZE(shadow) == 1 && found == PyTuple_GET_ITEM(shadow, 0);
+        Py_DECREF(space);
+        if (answer >= 0) {
+            return answer;
+        }
+        if (PyErr_Occurred()) {
+            return 0;
+        }
+    }
+    return PyTuple_GET_SIZE(shadow) == 0;
+}
+
+/* `obj.<name>` read from its own __dict__ as fastpath.Step.read does (a new reference),
+ * or NULL where the step no longer holds. */
+static PyObject *
+step_read(CleanFilter *self, PyObject *step, PyObject *obj)
+{
+    if (!Py_IS_TYPE(step, self->step_type)) {
+        return NULL;
+    }
+    PyObject *name = slot(step, self->step.name), *shadow = slot(step, self->step.shadow);
+    if (!name || !shadow || !PyUnicode_CheckExact(name)) {
+        return NULL;
+    }
+    PyObject *own = own_dict(self, step, obj);
+    if (own == NULL) {
+        return NULL;
+    }
+    PyObject *value = NULL;
+    if (same_shadow(Py_TYPE(obj), name, shadow)) {
+        value = Py_XNewRef(PyDict_GetItemWithError(own, name));
+    }
+    Py_DECREF(own);
+    return value;
+}
+
+/* Whether the receiver the site loads, the caller's local or global, or an attribute
+ * path from it, is still an instance of the class that binds the watched method,
+ * unshadowed (fastpath.Receiver.__call__, on the same fields). */
+static int
+receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObject *globals)
 {
     ReceiverSlots *r = &self->receiver;
-    PyObject *variable = slot(check, r->variable), *cls = slot(check, r->cls);
-    PyObject *attribute = slot(check, r->attribute), *target = slot(check, r->target);
-    PyObject *instance_dict = slot(check, r->instance_dict), *mro = slot(check, r->mro);
-    PyObject *changeable = slot(check, r->changeable);
-    if (!variable || !cls || !attribute || !target || !instance_dict || !mro || !changeable
-        || !PyUnicode_Check(variable) || !PyType_Check(cls) || !PyTuple_CheckExact(changeable)
-        || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type)) {
+    PyObject *variable = slot(check, r->variable), *from_globals = slot(check, r->from_globals);
+    PyObject *path = slot(check, r->path), *attribute = slot(check, r->attribute);
+    PyObject *target = slot(check, r->target), *cls = slot(check, self->instance.cls);
+    if (!variable || !from_globals || !path || !attribute || !target || !cls
+        || !PyUnicode_CheckExact(variable) || !PyTuple_CheckExact(path) || !PyType_Check(cls)) {
         return FULL;
     }
-    PyTypeObject *type = (PyTypeObject *)cls;
-    PyObject *obj = PyFrame_GetVar(caller, variable);  /* the fast local, as f_locals has it */
+    PyObject *obj;
+    if (from_globals == Py_True) {  /* a plain dict's, never a builtin (fastpath._root) */
+        obj = PyDict_CheckExact(globals)
+                  ? Py_XNewRef(PyDict_GetItemWithError(globals, variable)) : NULL;
+    }
+    else {
+        obj = PyFrame_GetVar(caller, variable);  /* the fast local, as f_locals has it */
+    }
+    for (Py_ssize_t k = 0; obj != NULL && k < PyTuple_GET_SIZE(path); k++) {
+        PyObject *next = step_read(self, PyTuple_GET_ITEM(path, k), obj);
+        Py_SETREF(obj, next);
+    }
     if (obj == NULL) {
         return FULL;
     }
     int result = FULL;
     PyObject *namespace = NULL, *own = NULL;
-    if (Py_TYPE(obj) != type || type->tp_mro != mro) {
+    if (Py_TYPE(obj) != (PyTypeObject *)cls) {
         goto done;
     }
-    namespace = PyType_GetDict(type);
+    namespace = PyType_GetDict((PyTypeObject *)cls);
     if (namespace == NULL || PyDict_GetItemWithError(namespace, attribute) != target) {
         goto done;
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(changeable); i++) {
-        PyObject *klass = PyTuple_GET_ITEM(changeable, i);
-        PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
-        int given = space == NULL ? -1 : PyDict_Contains(space, self->s_getattribute);
-        Py_XDECREF(space);
-        if (given != 0) {
-            goto done;
-        }
-    }
-    own = Py_TYPE(instance_dict)->tp_descr_get(instance_dict, obj, cls);
-    if (own != NULL && PyDict_Check(own) && PyDict_Contains(own, attribute) == 0) {
+    own = own_dict(self, check, obj);
+    if (own != NULL && PyDict_Contains(own, attribute) == 0) {
         result = ANSWERED;
     }
 done:
@@ -202,7 +298,7 @@ site_loads(CleanFilter *self, PyObject *clean, PyFrameObject *caller, PyObject *
     }
 #if PY_VERSION_HEX >= 0x030C0000
     if (Py_IS_TYPE(check, self->receiver_type)) {
-        return receiver_holds(self, check, caller);
+        return receiver_holds(self, check, caller, globals);
     }
 #endif
     PyObject *result = PyObject_CallOneArg(check, (PyObject *)caller);
@@ -448,6 +544,7 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->several_type);
     Py_VISIT(self->binding_type);
     Py_VISIT(self->receiver_type);
+    Py_VISIT(self->step_type);
     Py_VISIT(self->quiet_type);
     return 0;
 }
@@ -465,6 +562,7 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->several_type);
     Py_CLEAR(self->binding_type);
     Py_CLEAR(self->receiver_type);
+    Py_CLEAR(self->step_type);
     Py_CLEAR(self->quiet_type);
     Py_CLEAR(self->s_name);
     Py_CLEAR(self->s_clean_calls);
@@ -488,6 +586,26 @@ take(PyObject *module, const char *name, PyObject **out)
     return *out == NULL ? -1 : 0;
 }
 
+/* Step and Receiver share fastpath._Instance's slots: one set of offsets reads both. */
+static int
+same_offsets(PyTypeObject *step, PyTypeObject *receiver, InstanceSlots *i)
+{
+    InstanceSlots other;
+    if (slot_offset(step, "cls", &other.cls) < 0
+        || slot_offset(step, "instance_dict", &other.instance_dict) < 0
+        || slot_offset(step, "mro", &other.mro) < 0
+        || slot_offset(step, "changeable", &other.changeable) < 0) {
+        return 0;
+    }
+    if (other.cls != i->cls || other.instance_dict != i->instance_dict || other.mro != i->mro
+        || other.changeable != i->changeable) {
+        PyErr_Format(PyExc_TypeError, "%s and %s do not share their instances' slots",
+                     step->tp_name, receiver->tp_name);
+        return 0;
+    }
+    return 1;
+}
+
 static int
 read_fastpath(CleanFilter *self, PyObject *fastpath)
 {
@@ -498,6 +616,7 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
         || get_type(fastpath, "_Several", &self->several_type) < 0
         || get_type(fastpath, "Binding", &self->binding_type) < 0
         || get_type(fastpath, "Receiver", &self->receiver_type) < 0
+        || get_type(fastpath, "Step", &self->step_type) < 0
         || get_type(fastpath, "Quiet", &self->quiet_type) < 0) {
         return -1;
     }
@@ -509,7 +628,9 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
     BindingSlots *b = &self->binding;
     ReceiverSlots *r = &self->receiver;
     PyTypeObject *clean = self->clean_type, *binding = self->binding_type;
-    PyTypeObject *receiver = self->receiver_type;
+    InstanceSlots *i = &self->instance;
+    StepSlots *st = &self->step;
+    PyTypeObject *receiver = self->receiver_type, *step = self->step_type;
     return (slot_offset(clean, "caller", &c->caller) < 0
             || slot_offset(clean, "callee", &c->callee) < 0
             || slot_offset(clean, "name", &c->name) < 0
@@ -522,12 +643,17 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(binding, "attribute", &b->attribute) < 0
             || slot_offset(binding, "target", &b->target) < 0
             || slot_offset(receiver, "variable", &r->variable) < 0
-            || slot_offset(receiver, "cls", &r->cls) < 0
+            || slot_offset(receiver, "from_globals", &r->from_globals) < 0
+            || slot_offset(receiver, "path", &r->path) < 0
             || slot_offset(receiver, "attribute", &r->attribute) < 0
             || slot_offset(receiver, "target", &r->target) < 0
-            || slot_offset(receiver, "instance_dict", &r->instance_dict) < 0
-            || slot_offset(receiver, "mro", &r->mro) < 0
-            || slot_offset(receiver, "changeable", &r->changeable) < 0
+            || slot_offset(receiver, "cls", &i->cls) < 0
+            || slot_offset(receiver, "instance_dict", &i->instance_dict) < 0
+            || slot_offset(receiver, "mro", &i->mro) < 0
+            || slot_offset(receiver, "changeable", &i->changeable) < 0
+            || slot_offset(step, "name", &st->name) < 0
+            || slot_offset(step, "shadow", &st->shadow) < 0
+            || !same_offsets(step, receiver, i)
             || slot_offset(self->quiet_type, "tracers", &self->q.tracers) < 0
             || slot_offset(self->quiet_type, "thread", &self->q.thread) < 0
             || slot_offset(self->quiet_type, "mine", &self->q.mine) < 0

@@ -474,24 +474,36 @@ def _check_for(
     return _callable_check(site.shape.func, callee, caller)
 
 
+_MAX_PATH = 4  # attributes read on the way to a method's receiver (``self.a.b.launch``)
+
+
 def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check | bool:
-    # ``name(...)``, ``module.name(...)`` and ``local.method(...)``: the attribute may be
-    # loaded as a method (`Method`) or as a plain attribute (a `Ref` step), by version.
-    if type(func) is Method and type(func.receiver) is Ref and not func.receiver.steps:
-        scope, name, attribute = func.receiver.scope, func.receiver.name, func.name
-    elif type(func) is Ref and len(func.steps) <= 1:
-        scope, name = func.scope, func.name
-        attribute = func.steps[0][1] if func.steps else None
-        if func.steps and func.steps[0][0] != "attr":
+    # ``name(...)``, ``module.name(...)`` and ``obj.method(...)``, ``obj`` a local or a
+    # global, or reached from one through instances' own attributes (``self.cmd.launch``):
+    # the attribute may be loaded as a method (`Method`) or as a plain attribute (a `Ref`
+    # step), by version.
+    if type(func) is Method and type(func.receiver) is Ref:
+        ref, attribute = func.receiver, func.name
+        steps = ref.steps
+    elif type(func) is Ref and func.steps:
+        ref, (*steps, (kind, attribute)) = func, func.steps
+        if kind != "attr":
             return False
+    elif type(func) is Ref:
+        ref, attribute, steps = func, None, ()
     else:
         return False
     if type(caller.f_globals) is not dict:
         return False  # a dict subclass's own __getitem__ would answer LOAD_GLOBAL
-    if scope == "global":
-        return _binding(name, attribute, callee, caller)
-    if scope == "fast" and attribute is not None:
-        return _bound_method_check(name, attribute, callee, caller)
+    if any(kind != "attr" for kind, _ in steps) or len(steps) > _MAX_PATH:
+        return False
+    path = tuple(name for _, name in steps)
+    if ref.scope == "global" and not path:
+        binding = _binding(ref.name, attribute, callee, caller)
+        if binding is not False or attribute is None:
+            return binding
+    if ref.scope in ("fast", "global") and attribute is not None:
+        return _bound_method_check(ref.scope, ref.name, path, attribute, callee, caller)
     return False
 
 
@@ -514,66 +526,165 @@ def _binding(
 
 
 def _bound_method_check(
-    variable: str, attribute: str, callee: CodeType, caller: FrameType
+    scope: str,
+    variable: str,
+    path: tuple[str, ...],
+    attribute: str,
+    callee: CodeType,
+    caller: FrameType,
 ) -> Check | bool:
-    """``obj.method(...)`` on a local: an instance of the same class, whose class defines
-    the method itself and whose own ``__dict__`` does not shadow it (`Receiver`)."""
-    receiver = caller.f_locals.get(variable)
-    cls = type(receiver)
+    """``obj.method(...)``, `obj` a local or a global `variable` or reached from one by
+    `path`, each attribute an instance's own: the same classes, the last one defining the
+    method itself, unshadowed by its instance's own ``__dict__`` (`Receiver`)."""
+    obj = _root(scope, variable, caller)
+    steps = []
+    for name in path:
+        step = Step.learnt(obj, name)
+        if step is None:
+            return False
+        steps.append(step)
+        obj = step.read(obj)
+    cls = type(obj)
     target = _type_dict(cls).get(attribute)
     if type(target) is not types.FunctionType or target.__code__ is not callee:
         return False
-    if class_lookup(cls, "__getattribute__") is not object.__getattribute__:
+    instance_dict = _plain_instance_dict(cls)
+    if instance_dict is None:
         return False
+    return Receiver(scope, variable, tuple(steps), cls, attribute, target, instance_dict)
+
+
+_GONE = object()  # a root or an attribute that is not there (never an instance of a class)
+# Class attributes an instance's own attribute of the same name hides, and whose type can
+# never become a descriptor (built in): a dataclass field's default, say.
+_INERT = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _inert(value: object) -> bool:
+    kind = type(value)
+    return any(kind is inert for inert in _INERT)  # by identity: no metaclass __eq__ runs
+
+
+def _root(scope: str, variable: str, frame: FrameType) -> object:
+    """The local, or the global (a plain dict's; never a builtin), a receiver path starts
+    from, or `_GONE`."""
+    if scope == "fast":
+        return frame.f_locals.get(variable, _GONE)
+    globals_ = frame.f_globals
+    return dict.get(globals_, variable, _GONE) if type(globals_) is dict else _GONE
+
+
+def _plain_instance_dict(cls: type) -> object | None:
+    """The descriptor of `cls`'s instances' own ``__dict__``, where attributes are found
+    the generic way (no ``__getattribute__`` of their own, a plain ``__dict__``; not
+    ``__slots__``), else None."""
+    if class_lookup(cls, "__getattribute__") is not object.__getattribute__:
+        return None
     own = class_lookup(cls, "__dict__")
-    if type(own) is not types.GetSetDescriptorType:
-        return False  # no plain instance dict (slots): keep the full path
-    return Receiver(variable, cls, attribute, target, own)
+    return own if type(own) is types.GetSetDescriptorType else None
 
 
-class Receiver:
-    """The check of an ``obj.method(...)`` site on a local `variable`: `obj` is still an
-    instance of `cls`, whose own namespace binds `attribute` to `target` (the watched
-    function), whose MRO is still `mro`, with no ``__getattribute__`` given since to one
-    of its classes that can change (`changeable`: not built in), and whose own
-    ``__dict__``, read through the class's descriptor `instance_dict`, does not shadow it.
-    The compiled callback (``_fastclean.c``) makes the same test on these fields."""
+def _shadow(cls: type, name: str) -> tuple:
+    """What `cls` holds under `name`, first in its MRO: ``()`` for nothing, else ``(value,)``."""
+    for klass in _type_mro(cls):
+        space = _type_dict(klass)
+        if name in space:
+            return (space[name],)
+    return ()
 
-    __slots__ = (
-        "attribute",
-        "changeable",
-        "cls",
-        "instance_dict",
-        "mro",
-        "namespace",
-        "target",
-        "variable",
-    )
 
-    def __init__(
-        self, variable: str, cls: type, attribute: str, target: object, instance_dict: object
-    ) -> None:
-        self.variable, self.cls, self.attribute, self.target = variable, cls, attribute, target
-        self.instance_dict = instance_dict
-        self.namespace = _type_dict(cls)
+class _Instance:
+    """An object whose attributes are read from its own ``__dict__`` (through its class's
+    descriptor `instance_dict`): still an instance of `cls`, whose MRO is still `mro`, with
+    no ``__getattribute__`` given since to one of its classes that can change
+    (`changeable`: not built in). The compiled callback (``_fastclean.c``) makes the same
+    tests on these fields."""
+
+    __slots__ = ("changeable", "cls", "instance_dict", "mro")
+
+    def __init__(self, cls: type, instance_dict: object) -> None:
+        self.cls, self.instance_dict = cls, instance_dict
         self.mro = _type_mro(cls)
         self.changeable = tuple(k for k in self.mro if _type_flags(k) & _HEAPTYPE)
 
-    def __call__(self, frame: FrameType) -> bool:
-        obj = frame.f_locals.get(self.variable)
+    def own(self, obj: object) -> dict | None:
+        """`obj`'s own ``__dict__`` where `obj` is still such an instance, else None."""
         cls = self.cls
-        if type(obj) is not cls or self.namespace.get(self.attribute) is not self.target:
-            return False
-        if _type_mro(cls) is not self.mro:
-            return False  # its bases were changed
+        if type(obj) is not cls or _type_mro(cls) is not self.mro:
+            return None  # another class, or its bases were changed
         for klass in self.changeable:
             if "__getattribute__" in _type_dict(klass):
-                return False  # given one since (by the class or a base)
-        # A dict subclass is read as a plain dict, as Python does.
+                return None  # given one since (by the class or a base)
         own = _get_descriptor(self.instance_dict, obj, cls)
-        return (type(own) is dict or issubclass(type(own), dict)) and not _dict_has(
-            own, self.attribute
-        )
+        # A dict subclass is read as a plain dict, as Python does.
+        return own if type(own) is dict or issubclass(type(own), dict) else None
+
+
+class Step(_Instance):
+    """One attribute on a receiver's path (``self.cmd``): `name`, found in the object's
+    own ``__dict__``, behind nothing its classes hold but the `shadow` they held when it
+    was learnt (see `_shadow`: nothing, or an inert value)."""
+
+    __slots__ = ("name", "shadow")
+
+    def __init__(self, cls: type, instance_dict: object, name: str, shadow: tuple) -> None:
+        super().__init__(cls, instance_dict)
+        self.name, self.shadow = name, shadow
+
+    @classmethod
+    def learnt(cls, obj: object, name: str) -> Step | None:
+        """The step reading `name` off `obj`, or None where it would not be read back
+        that way later (a property, slots, a ``__getattribute__``, no such attribute)."""
+        kind = type(obj)
+        instance_dict = _plain_instance_dict(kind)
+        shadow = _shadow(kind, name)
+        if instance_dict is None or (shadow and not _inert(shadow[0])):
+            return None
+        step = cls(kind, instance_dict, name, shadow)
+        return step if step.read(obj) is not _GONE else None
+
+    def read(self, obj: object) -> object:
+        """``obj.<name>`` as the call loads it, or `_GONE` where this step no longer holds."""
+        own = self.own(obj)
+        if own is None:
+            return _GONE
+        shadow = _shadow(self.cls, self.name)
+        if len(shadow) != len(self.shadow) or (shadow and shadow[0] is not self.shadow[0]):
+            return _GONE  # the class was given an attribute of that name since
+        return dict.get(own, self.name, _GONE)
+
+
+class Receiver(_Instance):
+    """The check of an ``obj.method(...)`` site: `obj`, the local or global (`scope`)
+    `variable`, or reached from it by the `path` of `Step`, is still an instance of
+    `cls`, whose own namespace binds `attribute` to `target` (the watched function), and
+    whose own ``__dict__`` does not shadow it (see `_Instance`)."""
+
+    __slots__ = ("attribute", "from_globals", "namespace", "path", "target", "variable")
+
+    def __init__(
+        self,
+        scope: str,
+        variable: str,
+        path: tuple[Step, ...],
+        cls: type,
+        attribute: str,
+        target: object,
+        instance_dict: object,
+    ) -> None:
+        super().__init__(cls, instance_dict)
+        self.from_globals = scope == "global"
+        self.variable, self.path, self.attribute, self.target = variable, path, attribute, target
+        self.namespace = _type_dict(cls)
+
+    def __call__(self, frame: FrameType) -> bool:
+        obj = _root("global" if self.from_globals else "fast", self.variable, frame)
+        for step in self.path:
+            obj = step.read(obj)
+        if type(obj) is not self.cls or self.namespace.get(self.attribute) is not self.target:
+            return False
+        own = self.own(obj)
+        return own is not None and not _dict_has(own, self.attribute)
 
 
 _get_descriptor = types.GetSetDescriptorType.__get__
