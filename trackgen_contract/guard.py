@@ -213,7 +213,9 @@ class HotPathGuard:
             every_call=False,
             counts=partial(covers_clean, self._policy),
         )
-        self._tracer.start()  # raises before anything is armed when no tracer can run
+        # A step of this change (undone by _leave): raises before anything is armed when
+        # no tracer can run.
+        self._tracer.start_step([])
         if "host_sync" in self.checks:
             self._hidden_env = _debug_sync.hide()
 
@@ -221,7 +223,7 @@ class HotPathGuard:
         # Idempotent, from any thread: also undoes an entry cut short at any step.
         tracer, self._tracer = self._tracer, None
         if tracer is not None:
-            tracer.stop()
+            tracer.stop_step()
             self.blind = self.blind or tracer.blind
             self._clean = tracer.clean_calls
         self._verdicts.forget()  # it holds the block's code objects

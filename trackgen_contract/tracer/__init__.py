@@ -285,15 +285,22 @@ class Tracer:
     def start(self) -> Tracer:
         """Start reporting calls made in this thread and context."""
         claimed: list[bool] = []
-        critical.protected(lambda: self._start(claimed), lambda: self._stop() if claimed else None)
+        critical.protected(
+            lambda: self.start_step(claimed), lambda: self.stop_step() if claimed else None
+        )
         return self
 
     @critical.entry
     def stop(self) -> None:
         """Stop reporting (from any thread); the core disarms when no tracer is left."""
-        critical.protected(self._stop)
+        critical.protected(self.stop_step)
 
-    def _start(self, claimed: list[bool]) -> None:
+    # The changes `start` and `stop` make, for an owner that makes them steps of its own
+    # `critical.protected` change (a guard's entry and exit: one change, not two nested).
+
+    def start_step(self, claimed: list[bool]) -> None:
+        """What `start` changes; `claimed` is appended to once this tracer is taken, and
+        then an undo must call `stop_step`."""
         if _core.inside_callback():
             raise RuntimeError(
                 "a guard or Tracer cannot start while a watched Warp call is being judged in "
@@ -312,8 +319,8 @@ class Tracer:
         _active.set((*(t for t in _active.get() if t._thread is not None), self))
         self._thread = threading.get_ident()
 
-    def _stop(self) -> None:
-        # Idempotent: also undoes a start cut short at any step.
+    def stop_step(self) -> None:
+        """What `stop` changes. Idempotent: also undoes a start cut short at any step."""
         thread, self._thread = self._thread, None
         current = _active.get()
         if self in current:

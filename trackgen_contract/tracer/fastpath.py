@@ -418,11 +418,14 @@ def _put(tables: dict[int, dict[int, object]], caller: FrameType, entry: object)
 def let_go(tracer: object) -> None:
     """Hold `tracer` no longer (it stops): drop its repeat sites, and the last `quiet`
     answer if it names it (that would keep the tracer, and its guard, alive)."""
-    _drop_repeats(tracer)
+    if repeats:
+        _drop_repeats(tracer)
     # The answer's tracers are among the tuple it answers for. By identity: no __eq__ of a
     # Tracer subclass runs.
-    if any(t is tracer for t in last.now.tracers or ()):
-        last.now = _NOBODY
+    for held in last.now.tracers or ():
+        if held is tracer:
+            last.now = _NOBODY
+            break
 
 
 def forget() -> None:

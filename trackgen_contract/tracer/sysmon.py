@@ -28,6 +28,11 @@ from . import fastpath
 from .arming import ArmingCore
 from .call import Dispatch
 
+try:
+    from ._fastclean import running as _filter_running
+except ImportError:  # not built: the core is made with compiled=False
+    _filter_running = None
+
 _TOOL_NAME = "trackgen_contract"
 _PREFERRED_IDS = (3, 4, 5, 2, 1, 0)
 
@@ -212,9 +217,7 @@ class SysMonitoringCore(ArmingCore):
         # calls it is inside: that says it in one call, where the frames below would have
         # to be walked (and the Python code the filter runs itself has no callback frame).
         if self.compiled:
-            from ._fastclean import running
-
-            return running()
+            return _filter_running()  # type: ignore[misc]
         return super().inside_callback()
 
     def callback_codes(self) -> frozenset[int]:
