@@ -307,6 +307,42 @@ def test_a_tracers_own_error_while_counting_is_raised_the_same_way(arr):
     assert run(True) == run(False)
 
 
+class _Tally:
+    """A count of the user's own: ``+= 1`` runs its ``__iadd__``."""
+
+    def __init__(self) -> None:
+        self.added: list[int] = []
+
+    def __iadd__(self, n: int) -> _Tally:
+        self.added.append(n)
+        return self
+
+
+class _SlotsToo(Tracer):
+    __slots__ = ()  # the base's `clean_calls` slot, reached through a subclass
+
+
+@needs_clean_filter
+def test_calls_counted_in_a_tracers_slot_are_counted_as_the_python_callback_counts(arr):
+    """The compiled filter adds to a plain Tracer's `clean_calls` slot in place; a
+    subclass's, and a count of the user's own type, the same way as Python's ``+=``."""
+
+    def run(compiled):
+        with callback(compiled):
+            plain, sub, tallied = (
+                kind(lambda call: None, every_call=False) for kind in (Tracer, _SlotsToo, Tracer)
+            )
+            tallied.clean_calls = _Tally()
+            with stream_explicit(), plain, sub, tallied:
+                for _ in range(10):
+                    wp.launch(add_one, 8, inputs=[arr], stream=None)
+        return plain.clean_calls, sub.clean_calls, tallied.clean_calls.added
+
+    compiled = run(True)
+    assert compiled == run(False)
+    assert compiled[0] >= 8 and compiled[2] == [1] * compiled[0]
+
+
 @needs_compiled
 def test_a_strict_guard_raises_the_same_breach_compiled(arr):
     with callback(True):

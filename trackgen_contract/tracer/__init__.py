@@ -247,6 +247,11 @@ class Tracer:
     if it raises); every one when `counts` is None.
     """
 
+    # `clean_calls` in a slot: the compiled callback counts a skipped call there in place
+    # (see _fastclean.c), where reading and writing the attribute cost as much as the
+    # rest of its test. Every other attribute lives in the instance's dict, as usual.
+    __slots__ = ("__dict__", "__weakref__", "clean_calls")
+
     def __init__(
         self,
         on_call: Callable[[WarpCall], object],

@@ -69,6 +69,9 @@ typedef struct {
     ReceiverSlots receiver;
     QuietSlots q;
     Py_ssize_t several_others, last_now;
+    PyTypeObject *counter_type;  /* the class whose `clean_calls` slot count() writes */
+    PyObject *counter_descr;     /* its member descriptor */
+    Py_ssize_t counter_offset;
     PyObject *s_name, *s_clean_calls, *s_getattribute, *one;
 } CleanFilter;
 
@@ -408,13 +411,62 @@ watching(CleanFilter *self, PyObject *now, PyObject *clean)
     return answer;
 }
 
+/* Where `tracer.clean_calls` is its own slot, found the generic way (the slot of a
+ * class whose own namespace holds its member descriptor, no __getattribute__ or
+ * __setattr__ of its own): the slot, else NULL. The class seen first is remembered. */
+static PyObject **
+counter_slot(CleanFilter *self, PyObject *tracer)
+{
+    PyTypeObject *type = Py_TYPE(tracer);
+    if (type->tp_getattro != PyObject_GenericGetAttr
+        || type->tp_setattro != PyObject_GenericSetAttr) {
+        return NULL;
+    }
+    if (self->counter_type != NULL && type != self->counter_type) {
+        return NULL;
+    }
+    PyObject *space = PyType_GetDict(type);
+    PyObject *descr = space == NULL ? NULL : PyDict_GetItemWithError(space, self->s_clean_calls);
+    int mine;
+    if (self->counter_type != NULL) {
+        mine = descr != NULL && descr == self->counter_descr;
+    }
+    else {  /* the first class seen: its own object slot's descriptor */
+        mine = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)
+               && ((PyMemberDescrObject *)descr)->d_member->type == Py_T_OBJECT_EX
+               && ((PyMemberDescrObject *)descr)->d_common.d_type == type;
+        if (mine) {
+            self->counter_type = (PyTypeObject *)Py_NewRef(type);
+            self->counter_descr = Py_NewRef(descr);
+            self->counter_offset = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+    }
+    Py_XDECREF(space);
+    if (!mine) {
+        PyErr_Clear();  /* a lookup of ours that failed: the generic way tells */
+        return NULL;
+    }
+    return (PyObject **)((char *)tracer + self->counter_offset);
+}
+
 /* Count the call for each of `tracers`: `tracer.clean_calls += 1`, as the Python
- * callback does (an error there is the tracer's, raised as it would be there). */
+ * callback does (an error there is the tracer's, raised as it would be there); in the
+ * tracer's own slot where it has one (counter_slot), which is what the attribute's
+ * descriptor would read and write. */
 static int
 count(CleanFilter *self, PyObject *tracers)
 {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tracers); i++) {
         PyObject *tracer = PyTuple_GET_ITEM(tracers, i);
+        PyObject **counter = counter_slot(self, tracer);
+        if (counter != NULL && *counter != NULL) {
+            PyObject *more = PyNumber_InPlaceAdd(*counter, self->one);
+            if (more == NULL) {
+                return FAILED;
+            }
+            Py_SETREF(*counter, more);
+            continue;
+        }
         PyObject *calls = PyObject_GetAttr(tracer, self->s_clean_calls);
         if (calls == NULL) {
             return FAILED;
@@ -546,6 +598,8 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->receiver_type);
     Py_VISIT(self->step_type);
     Py_VISIT(self->quiet_type);
+    Py_VISIT(self->counter_type);
+    Py_VISIT(self->counter_descr);
     return 0;
 }
 
@@ -564,6 +618,8 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->receiver_type);
     Py_CLEAR(self->step_type);
     Py_CLEAR(self->quiet_type);
+    Py_CLEAR(self->counter_type);
+    Py_CLEAR(self->counter_descr);
     Py_CLEAR(self->s_name);
     Py_CLEAR(self->s_clean_calls);
     Py_CLEAR(self->s_getattribute);
