@@ -47,7 +47,7 @@ from trackgen_contract import (
 )
 from trackgen_contract import diagnostics as diagnostics_module
 from trackgen_contract.diagnostics import TrackgenContractWarning
-from trackgen_contract.tracer import keep_armed
+from trackgen_contract.tracer import fastpath, keep_armed
 
 SYSMON = sys.version_info >= (3, 12)
 LAUNCH = ("kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_outputs", "device", "stream")
@@ -2015,6 +2015,47 @@ def test_a_site_reaching_its_receiver_through_attributes_is_judged_again_when_th
                 del owner.__getattribute__
             globals()["_RECORDED"] = None
     assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
+    assert guard.calls == 4
+
+
+_MODULE_BODIES = {
+    # a module's body: LOAD_NAME, which reads the frame's locals first, then its globals
+    "wp.launch": "wp.launch(A0, A1, A2, A3, A4, A5, A6, A7)\n",
+    "a recorded launch": "CMD.launch(A7)\n",
+}
+
+
+@pytest.mark.parametrize("shape", _MODULE_BODIES)
+def test_a_clean_site_in_a_modules_body_is_judged_again_under_locals_of_its_own(
+    arr, cmd, cmd2, shape
+):
+    """A module's body reads its names from its locals first, which are its globals: a
+    site learnt there is answered from the frame, but the same code run by ``exec`` with
+    locals of its own loads another callable at the same instruction: one that reaches
+    the watched function through C code, without a stream."""
+    code = compile(_MODULE_BODIES[shape], "<a module body>", "exec")
+    stream_by_position = [add_one, 8, [arr], [], [], [], "cpu", None]
+    module = {"__name__": "a_module_body", "wp": wp, "CMD": cmd}
+    module.update((f"A{i}", value) for i, value in enumerate(stream_by_position))
+    relay = types.ModuleType("relay")
+    relay.launch = operator.call  # relay.launch(wp.launch, *7 arguments): no stream
+    drop = _Holder(None, launch=functools.partial(operator.call, wp.Launch.launch))
+    own = {"wp": relay, "CMD": drop}
+    own.update((f"A{i}", value) for i, value in enumerate([wp.launch, *stream_by_position[:7]]))
+    own["A7"] = cmd2 if shape != "wp.launch" else own["A7"]  # drop(cmd2): no stream
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            exec(code, module)  # clean: learnt, then answered from the frame
+        learnt = [
+            s
+            for there in fastpath.table.values()
+            for s in (there, *there.others.values())
+            if s.caller is code
+        ]
+        assert learnt, "the site was not learnt: this test would prove nothing"
+        exec(code, module, own)
+    api = "wp.launch" if shape == "wp.launch" else "wp.Launch.launch"
+    assert [v.api for v in guard.violations] == [f"{api} without stream="]
     assert guard.calls == 4
 
 

@@ -32,7 +32,7 @@ typedef struct {
 } CleanSlots;
 
 typedef struct {
-    Py_ssize_t variable, bound, namespace, attribute, target;
+    Py_ssize_t variable, bound, namespace, attribute, target, module_body;
 } BindingSlots;
 
 typedef struct {
@@ -44,7 +44,7 @@ typedef struct {
 } StepSlots;
 
 typedef struct {
-    Py_ssize_t variable, from_globals, path, attribute, target;
+    Py_ssize_t variable, from_globals, module_body, path, attribute, target;
 } ReceiverSlots;
 
 typedef struct {
@@ -120,9 +120,20 @@ slot(PyObject *obj, Py_ssize_t offset)
     return *(PyObject **)((char *)obj + offset);
 }
 
+/* Whether `caller` runs with `globals` as its locals (a module's body: fastpath's
+ * _module_body), where LOAD_NAME reads them first. */
+static int
+module_body(PyFrameObject *caller, PyObject *globals)
+{
+    PyObject *locals = PyFrame_GetLocals(caller);
+    int same = locals != NULL && locals == globals;
+    Py_XDECREF(locals);
+    return same;
+}
+
 /* Whether `binding` still loads the watched function from `globals` (Binding.holds). */
 static int
-binding_holds(CleanFilter *self, PyObject *binding, PyObject *globals)
+binding_holds(CleanFilter *self, PyObject *binding, PyFrameObject *caller, PyObject *globals)
 {
     if (!Py_IS_TYPE(binding, self->binding_type) || !PyDict_CheckExact(globals)) {
         return FULL;
@@ -130,7 +141,9 @@ binding_holds(CleanFilter *self, PyObject *binding, PyObject *globals)
     PyObject *variable = slot(binding, self->binding.variable);
     PyObject *bound = slot(binding, self->binding.bound);
     PyObject *namespace = slot(binding, self->binding.namespace);
-    if (variable == NULL || bound == NULL || namespace == NULL) {
+    PyObject *in_body = slot(binding, self->binding.module_body);
+    if (variable == NULL || bound == NULL || namespace == NULL || in_body == NULL
+        || (in_body == Py_True && !module_body(caller, globals))) {
         return FULL;
     }
     if (PyDict_GetItemWithError(globals, variable) != bound) {
@@ -242,10 +255,12 @@ receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObje
 {
     ReceiverSlots *r = &self->receiver;
     PyObject *variable = slot(check, r->variable), *from_globals = slot(check, r->from_globals);
+    PyObject *in_body = slot(check, r->module_body);
     PyObject *path = slot(check, r->path), *attribute = slot(check, r->attribute);
     PyObject *target = slot(check, r->target), *cls = slot(check, self->instance.cls);
-    if (!variable || !from_globals || !path || !attribute || !target || !cls
-        || !PyUnicode_CheckExact(variable) || !PyTuple_CheckExact(path) || !PyType_Check(cls)) {
+    if (!variable || !from_globals || !in_body || !path || !attribute || !target || !cls
+        || !PyUnicode_CheckExact(variable) || !PyTuple_CheckExact(path) || !PyType_Check(cls)
+        || (in_body == Py_True && !module_body(caller, globals))) {
         return FULL;
     }
     PyObject *obj;
@@ -294,7 +309,7 @@ site_loads(CleanFilter *self, PyObject *clean, PyFrameObject *caller, PyObject *
         return FULL;
     }
     if (binding != Py_None) {
-        return binding_holds(self, binding, globals);
+        return binding_holds(self, binding, caller, globals);
     }
     if (check == Py_None) {
         return ANSWERED;
@@ -698,8 +713,10 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(binding, "namespace", &b->namespace) < 0
             || slot_offset(binding, "attribute", &b->attribute) < 0
             || slot_offset(binding, "target", &b->target) < 0
+            || slot_offset(binding, "module_body", &b->module_body) < 0
             || slot_offset(receiver, "variable", &r->variable) < 0
             || slot_offset(receiver, "from_globals", &r->from_globals) < 0
+            || slot_offset(receiver, "module_body", &r->module_body) < 0
             || slot_offset(receiver, "path", &r->path) < 0
             || slot_offset(receiver, "attribute", &r->attribute) < 0
             || slot_offset(receiver, "target", &r->target) < 0

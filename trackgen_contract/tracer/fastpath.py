@@ -59,22 +59,31 @@ class Binding:
     `bound`, the watched function itself (``launch(...)``), or a plain module whose
     namespace still binds `attribute` to the watched function `target`
     (``wp.launch(...)``). Globals of a ``dict`` subclass never pass: its own
-    ``__getitem__`` would answer the load. The core's callback tests the same inline."""
+    ``__getitem__`` would answer the load. In a module's body (`module_body`: the name is
+    read by LOAD_NAME) the frame's locals must be its globals too. The core's callback
+    tests the same inline."""
 
-    __slots__ = ("attribute", "bound", "namespace", "target", "variable")
+    __slots__ = ("attribute", "bound", "module_body", "namespace", "target", "variable")
 
     def __init__(
-        self, variable: str, bound: object, attribute: str | None, namespace: dict | None
+        self,
+        variable: str,
+        bound: object,
+        attribute: str | None,
+        namespace: dict | None,
+        module_body: bool = False,
     ) -> None:
         self.variable, self.bound = variable, bound
         self.attribute, self.namespace = attribute, namespace
         self.target = bound if namespace is None else namespace.get(attribute)
+        self.module_body = module_body
 
     def holds(self, frame: FrameType) -> bool:
         """Whether `frame`'s site still loads the watched function this way."""
         globals_ = frame.f_globals
         return (
             type(globals_) is dict
+            and (not self.module_body or _module_body(frame))
             and dict.get(globals_, self.variable) is self.bound
             and (
                 self.namespace is None
@@ -482,9 +491,9 @@ _MAX_PATH = 4  # attributes read on the way to a method's receiver (``self.a.b.l
 
 def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check | bool:
     # ``name(...)``, ``module.name(...)`` and ``obj.method(...)``, ``obj`` a local or a
-    # global, or reached from one through instances' own attributes (``self.cmd.launch``):
-    # the attribute may be loaded as a method (`Method`) or as a plain attribute (a `Ref`
-    # step), by version.
+    # global, or reached from one through instances' own attributes (``self.cmd.launch``),
+    # in a function or a module's body: the attribute may be loaded as a method (`Method`)
+    # or as a plain attribute (a `Ref` step), by version.
     if type(func) is Method and type(func.receiver) is Ref:
         ref, attribute = func.receiver, func.name
         steps = ref.steps
@@ -500,26 +509,34 @@ def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check 
         return False  # a dict subclass's own __getitem__ would answer LOAD_GLOBAL
     if any(kind != "attr" for kind, _ in steps) or len(steps) > _MAX_PATH:
         return False
-    path = tuple(name for _, name in steps)
-    if ref.scope == "global" and not path:
-        binding = _binding(ref.name, attribute, callee, caller)
+    scope, path = ref.scope, tuple(name for _, name in steps)
+    if scope == "name" and not _module_body(caller):
+        return False  # a class body, or exec() with locals of its own: read there first
+    if scope in ("global", "name") and not path:
+        binding = _binding(ref.name, attribute, callee, caller, scope == "name")
         if binding is not False or attribute is None:
             return binding
-    if ref.scope in ("fast", "global") and attribute is not None:
-        return _bound_method_check(ref.scope, ref.name, path, attribute, callee, caller)
+    if scope in ("fast", "global", "name") and attribute is not None:
+        return _bound_method_check(scope, ref.name, path, attribute, callee, caller)
     return False
 
 
+def _module_body(frame: FrameType) -> bool:
+    """Whether `frame` runs with its globals as its locals (a module's body), where
+    LOAD_NAME finds a global as LOAD_GLOBAL does. (Not a proxy there: the dict itself.)"""
+    return frame.f_locals is frame.f_globals
+
+
 def _binding(
-    variable: str, attribute: str | None, callee: CodeType, caller: FrameType
+    variable: str, attribute: str | None, callee: CodeType, caller: FrameType, module_body: bool
 ) -> Check | bool:
     """``name(...)`` or ``module.function(...)``: the name still binds the same function,
     or the same module that still binds it (`Binding.holds`)."""
     bound = dict.get(caller.f_globals, variable)
     if attribute is None:
-        binding = Binding(variable, bound, None, None)
+        binding = Binding(variable, bound, None, None, module_body)
     elif type(bound) is types.ModuleType:
-        binding = Binding(variable, bound, attribute, bound.__dict__)
+        binding = Binding(variable, bound, attribute, bound.__dict__, module_body)
     else:
         return False
     target = binding.target
@@ -569,10 +586,12 @@ def _inert(value: object) -> bool:
 
 
 def _root(scope: str, variable: str, frame: FrameType) -> object:
-    """The local, or the global (a plain dict's; never a builtin), a receiver path starts
-    from, or `_GONE`."""
+    """The local, or the global (a plain dict's; never a builtin; in a module's body,
+    read there as its local), a receiver path starts from, or `_GONE`."""
     if scope == "fast":
         return frame.f_locals.get(variable, _GONE)
+    if scope == "name" and not _module_body(frame):
+        return _GONE
     globals_ = frame.f_globals
     return dict.get(globals_, variable, _GONE) if type(globals_) is dict else _GONE
 
@@ -658,12 +677,22 @@ class Step(_Instance):
 
 
 class Receiver(_Instance):
-    """The check of an ``obj.method(...)`` site: `obj`, the local or global (`scope`)
+    """The check of an ``obj.method(...)`` site: `obj`, the local or global (`scope`:
+    ``"fast"``, ``"global"``, or ``"name"`` in a module's body, see `_module_body`)
     `variable`, or reached from it by the `path` of `Step`, is still an instance of
     `cls`, whose own namespace binds `attribute` to `target` (the watched function), and
     whose own ``__dict__`` does not shadow it (see `_Instance`)."""
 
-    __slots__ = ("attribute", "from_globals", "namespace", "path", "target", "variable")
+    __slots__ = (
+        "attribute",
+        "from_globals",
+        "module_body",
+        "namespace",
+        "path",
+        "scope",
+        "target",
+        "variable",
+    )
 
     def __init__(
         self,
@@ -676,12 +705,14 @@ class Receiver(_Instance):
         instance_dict: object,
     ) -> None:
         super().__init__(cls, instance_dict)
-        self.from_globals = scope == "global"
+        self.scope = scope
+        self.from_globals = scope != "fast"  # the compiled test reads these two flags
+        self.module_body = scope == "name"
         self.variable, self.path, self.attribute, self.target = variable, path, attribute, target
         self.namespace = _type_dict(cls)
 
     def __call__(self, frame: FrameType) -> bool:
-        obj = _root("global" if self.from_globals else "fast", self.variable, frame)
+        obj = _root(self.scope, self.variable, frame)
         for step in self.path:
             obj = step.read(obj)
         if type(obj) is not self.cls or self.namespace.get(self.attribute) is not self.target:

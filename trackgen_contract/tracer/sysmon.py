@@ -184,7 +184,9 @@ class SysMonitoringCore(ArmingCore):
                     loads = clean.check is None or clean.check(caller)
                 else:  # Binding.holds, inline: the globals read once, no call
                     loads = (
-                        type(names) is dict and dict_get(names, binding.variable) is binding.bound
+                        type(names) is dict
+                        and dict_get(names, binding.variable) is binding.bound
+                        and (not binding.module_body or caller.f_locals is names)  # type: ignore[union-attr]
                     )
                     if loads and binding.namespace is not None:
                         loads = type(binding.bound) is module_type and (
