@@ -1590,10 +1590,14 @@ def _shape_cases(arr, cmd, cmd2):
 SHAPE_CASES = list(_shape_cases(None, None, None))
 
 
+def _learnt_sites() -> list:
+    """Every clean site the fast path remembers (`fastpath.table`, slots shared included)."""
+    return [s for there in fastpath.table.values() for s in (there, *there.others.values())]
+
+
 def test_a_guard_alone_serves_a_clean_site_from_its_table(arr):
     """What the differential checks below rely on: a guard without a plain tracer beside it
     remembers a clean site and answers the calls there without judging them again."""
-    from trackgen_contract.tracer import fastpath
 
     def loop():
         for _ in range(3):
@@ -1601,8 +1605,7 @@ def test_a_guard_alone_serves_a_clean_site_from_its_table(arr):
 
     with stream_explicit(strict=False):
         loop()
-        sites = [s for there in fastpath.table.values() for s in (there, *there.others.values())]
-        assert any(site.caller is loop.__code__ for site in sites)
+        assert any(site.caller is loop.__code__ for site in _learnt_sites())
     with watching() as seen:
         loop()
     assert len(seen.calls) == 3  # a plain tracer beside it still sees every call
@@ -1617,7 +1620,6 @@ def _call_offsets(function):
 def test_call_sites_of_several_functions_at_one_offset_are_told_apart(arr):
     """The clean-site table is keyed by the caller's offset first: functions whose calls
     sit at the same offset share a slot, and a breach there is never answered as clean."""
-    from trackgen_contract.tracer import fastpath
 
     def first():
         wp.launch(add_one, 8, inputs=[arr], stream=None)
@@ -1949,10 +1951,7 @@ _PATH_CHANGES = [
 
 
 def _receiver_checks_learnt() -> list:
-    from trackgen_contract.tracer import fastpath
-
-    sites = [s for there in fastpath.table.values() for s in (there, *there.others.values())]
-    return [s.check for s in sites if type(s.check) is fastpath.Receiver]
+    return [s.check for s in _learnt_sites() if type(s.check) is fastpath.Receiver]
 
 
 @pytest.mark.parametrize("change", _PATH_CHANGES)
@@ -2042,16 +2041,12 @@ def test_a_clean_site_in_a_modules_body_is_judged_again_under_locals_of_its_own(
     drop = _Holder(None, launch=functools.partial(operator.call, wp.Launch.launch))
     own = {"wp": relay, "CMD": drop}
     own.update((f"A{i}", value) for i, value in enumerate([wp.launch, *stream_by_position[:7]]))
-    own["A7"] = cmd2 if shape != "wp.launch" else own["A7"]  # drop(cmd2): no stream
+    if shape != "wp.launch":
+        own["A7"] = cmd2  # drop(cmd2): no stream
     with stream_explicit(strict=False) as guard:
         for _ in range(3):
             exec(code, module)  # clean: learnt, then answered from the frame
-        learnt = [
-            s
-            for there in fastpath.table.values()
-            for s in (there, *there.others.values())
-            if s.caller is code
-        ]
+        learnt = [site for site in _learnt_sites() if site.caller is code]
         assert learnt, "the site was not learnt: this test would prove nothing"
         exec(code, module, own)
     api = "wp.launch" if shape == "wp.launch" else "wp.Launch.launch"
