@@ -560,10 +560,10 @@ def _bound_method_check(
     steps = []
     for name in path:
         step = Step.learnt(obj, name)
-        if step is None:
+        obj = _GONE if step is None else step.read(obj)
+        if obj is _GONE:
             return False
         steps.append(step)
-        obj = step.read(obj)
     cls = type(obj)
     target = _type_dict(cls).get(attribute)
     if type(target) is not types.FunctionType or target.__code__ is not callee:
@@ -655,15 +655,15 @@ class Step(_Instance):
 
     @classmethod
     def learnt(cls, obj: object, name: str) -> Step | None:
-        """The step reading `name` off `obj`, or None where it would not be read back
-        that way later (a property, slots, a ``__getattribute__``, no such attribute)."""
+        """The step reading `name` off `obj`'s kind of object, or None where it would not
+        be read back that way (a property, slots, a ``__getattribute__``); `read` tells
+        whether `obj` itself has the attribute."""
         kind = type(obj)
         instance_dict = _plain_instance_dict(kind)
         shadow = _shadow(kind, name)
         if instance_dict is None or (shadow and not _inert(shadow[0])):
             return None
-        step = cls(kind, instance_dict, name, shadow)
-        return step if step.read(obj) is not _GONE else None
+        return cls(kind, instance_dict, name, shadow)
 
     def read(self, obj: object) -> object:
         """``obj.<name>`` as the call loads it, or `_GONE` where this step no longer holds."""
