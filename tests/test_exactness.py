@@ -1535,7 +1535,8 @@ def _shape_cases(arr, cmd, cmd2):
     """name -> (make one call, its truth)."""
     global _RECORDED
     _RECORDED = cmd
-    holder = _Holder(cmd2, inner=_Holder(cmd))
+    holder = _Holder(cmd2, inner=_Holder(cmd), cmds=[cmd2, cmd])
+    pairs, i = ((cmd, _Holder(cmd2)),), 1
     c = True
     cfg = {"fast": {"stream": None}, "slow": {}}
     partials = [functools.partial(wp.launch, stream=None)]
@@ -1579,6 +1580,22 @@ def _shape_cases(arr, cmd, cmd2):
             Call("wp.Launch.launch", CMD[:1]),
         ),
         "bound on a global": (lambda: _RECORDED.launch(None), Call("wp.Launch.launch", CMD)),
+        "bound through an item": (
+            lambda: holder.cmds[0].launch(stream=None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through an item at a variable": (
+            lambda: holder.cmds[i].launch(None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through items and an attribute": (
+            lambda: pairs[0][1].cmd.launch(None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through an item, no stream": (
+            lambda: holder.cmds[i].launch(),
+            Call("wp.Launch.launch", CMD[:1]),
+        ),
         "through C": (
             lambda: contextvars.copy_context().run(wp.launch, add_one, 8, [arr], [], [], [], None),
             Call("wp.launch", names(LAUNCH, 7), knowable=False),
@@ -2013,6 +2030,82 @@ def test_a_site_reaching_its_receiver_through_attributes_is_judged_again_when_th
             if owner is not None:
                 del owner.__getattribute__
             globals()["_RECORDED"] = None
+    assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
+    assert guard.calls == 4
+
+
+def _item_site(holders, i, x):
+    holders[i].cmds[0].launch(x)  # items and an attribute: the stream passed by position
+
+
+_INDEX = 0
+
+
+def _global_item_site(x):
+    _RECORDED[_INDEX].launch(x)
+
+
+_ITEM_CHANGES = [
+    "the item replaced",
+    "the index moved",
+    "the index made a bool",
+    "the index made negative",
+    "the list made a tuple",
+    "the list made a dict",
+    "the list made a list subclass",
+    "the global index moved",
+]
+
+
+@pytest.mark.parametrize("change", _ITEM_CHANGES)
+def test_a_site_reaching_its_receiver_through_items_is_judged_again_when_they_change(
+    arr, cmd, cmd2, change
+):
+    """``holders[i].cmds[0].launch(x)`` (or ``GLOBAL[INDEX].launch(x)``) found clean for
+    a recorded launch, the stream passed by position, then loads another callable at the
+    same instruction, one that reaches ``Launch.launch(x)`` through C code, without a
+    stream: an item of a list or a tuple is re-read at each call, at the index the site
+    reads; any other container, or index, is judged in full."""
+    relay = _Holder(None, launch=functools.partial(operator.call, wp.Launch.launch))
+
+    class Relaying(list):
+        def __getitem__(self, index):
+            return relay
+
+    holder = _Holder(None, cmds=[cmd, relay])
+    holders = [_Holder(None), holder]
+    index = 1
+    global_ = change.startswith("the global")
+    site = _global_item_site if global_ else (lambda x: _item_site(holders, index, x))
+    with stream_explicit(strict=False) as guard:
+        globals()["_RECORDED"] = [cmd, relay]
+        for _ in range(3):
+            site(None)  # clean: learnt, then answered from the frame
+        learnt = _receiver_checks_learnt()
+        assert learnt, "the site was not learnt: this test would prove nothing"
+        assert any(type(s) is fastpath.Index for check in learnt for s in check.path)
+        if change == "the item replaced":
+            holder.cmds[0] = relay
+        elif change == "the index moved":
+            holders[0], index = _Holder(None, cmds=[relay]), 0
+        elif change == "the index made a bool":
+            holders.append(_Holder(None, cmds=[relay]))  # holders[True] is holders[1]
+            holder.cmds[0], index = relay, True
+        elif change == "the index made negative":
+            holders.append(_Holder(None, cmds=[relay]))
+            index = -1
+        elif change == "the list made a tuple":
+            holder.cmds = (relay,)
+        elif change == "the list made a dict":
+            holder.cmds = {0: relay}
+        elif change == "the list made a list subclass":
+            holder.cmds = Relaying([cmd])
+        else:
+            globals()["_INDEX"] = 1
+        try:
+            site(cmd2)  # Launch.launch(cmd2): no stream
+        finally:
+            globals()["_RECORDED"], globals()["_INDEX"] = None, 0
     assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
     assert guard.calls == 4
 

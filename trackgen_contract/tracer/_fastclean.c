@@ -44,6 +44,10 @@ typedef struct {
 } StepSlots;
 
 typedef struct {
+    Py_ssize_t index, variable, from_globals;
+} IndexSlots;
+
+typedef struct {
     Py_ssize_t variable, from_globals, module_body, path, attribute, target;
 } ReceiverSlots;
 
@@ -61,11 +65,12 @@ typedef struct {
     PyObject *quiet;     /* fastpath.quiet */
     PyObject *counting;  /* fastpath.counting */
     PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *step_type;
-    PyTypeObject *quiet_type;
+    PyTypeObject *index_type, *quiet_type;
     CleanSlots clean;
     BindingSlots binding;
     InstanceSlots instance;  /* of fastpath._Instance: Step's and Receiver's own */
     StepSlots step;
+    IndexSlots index;
     ReceiverSlots receiver;
     QuietSlots q;
     Py_ssize_t several_others, last_now;
@@ -223,11 +228,62 @@ same_shadow(PyTypeObject *type, PyObject *name, PyObject *shadow)
     return PyTuple_GET_SIZE(shadow) == 0;
 }
 
-/* `obj.<name>` read from its own __dict__ as fastpath.Step.read does (a new reference),
- * or NULL where the step no longer holds. */
+/* The caller's local `variable`, as f_locals has it, or its plain dict of globals' (never
+ * a builtin: fastpath._root), a new reference; NULL where there is none. */
 static PyObject *
-step_read(CleanFilter *self, PyObject *step, PyObject *obj)
+root_read(PyFrameObject *caller, PyObject *globals, int from_globals, PyObject *variable)
 {
+    if (from_globals) {
+        return PyDict_CheckExact(globals)
+                   ? Py_XNewRef(PyDict_GetItemWithError(globals, variable)) : NULL;
+    }
+    return PyFrame_GetVar(caller, variable);
+}
+
+/* `obj[key]` of an exact list or tuple as fastpath.Index.read does (a new reference), or
+ * NULL where the step no longer holds. */
+static PyObject *
+index_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *caller,
+           PyObject *globals)
+{
+    IndexSlots *ix = &self->index;
+    PyObject *index = slot(step, ix->index), *variable = slot(step, ix->variable);
+    PyObject *from_globals = slot(step, ix->from_globals);
+    if (!index || !variable || !from_globals || !(PyList_CheckExact(obj) || PyTuple_CheckExact(obj))) {
+        return NULL;
+    }
+    if (index == Py_None) {
+        if (!PyUnicode_CheckExact(variable)) {
+            return NULL;
+        }
+        index = root_read(caller, globals, from_globals == Py_True, variable);
+    }
+    else {
+        Py_INCREF(index);
+    }
+    if (index == NULL || !PyLong_CheckExact(index)) {
+        Py_XDECREF(index);
+        return NULL;
+    }
+    Py_ssize_t k = PyLong_AsSsize_t(index);  /* -1 and an error where it is too large */
+    Py_DECREF(index);
+    Py_ssize_t size = PyList_CheckExact(obj) ? PyList_GET_SIZE(obj) : PyTuple_GET_SIZE(obj);
+    if (k < 0 || k >= size) {
+        return NULL;
+    }
+    return Py_NewRef(PyList_CheckExact(obj) ? PyList_GET_ITEM(obj, k) : PyTuple_GET_ITEM(obj, k));
+}
+
+/* One step of a receiver's path read off `obj` (a new reference), or NULL where it no
+ * longer holds: `obj.<name>` read from its own __dict__ as fastpath.Step.read does, or
+ * an item (index_read). */
+static PyObject *
+step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *caller,
+          PyObject *globals)
+{
+    if (Py_IS_TYPE(step, self->index_type)) {
+        return index_read(self, step, obj, caller, globals);
+    }
     if (!Py_IS_TYPE(step, self->step_type)) {
         return NULL;
     }
@@ -247,8 +303,8 @@ step_read(CleanFilter *self, PyObject *step, PyObject *obj)
     return value;
 }
 
-/* Whether the receiver the site loads, the caller's local or global, or an attribute
- * path from it, is still an instance of the class that binds the watched method,
+/* Whether the receiver the site loads, the caller's local or global, or a path of
+ * attributes and items from it, is still an instance of the class that binds the watched method,
  * unshadowed (fastpath.Receiver.__call__, on the same fields). */
 static int
 receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObject *globals)
@@ -263,16 +319,9 @@ receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObje
         || (in_body == Py_True && !module_body(caller, globals))) {
         return FULL;
     }
-    PyObject *obj;
-    if (from_globals == Py_True) {  /* a plain dict's, never a builtin (fastpath._root) */
-        obj = PyDict_CheckExact(globals)
-                  ? Py_XNewRef(PyDict_GetItemWithError(globals, variable)) : NULL;
-    }
-    else {
-        obj = PyFrame_GetVar(caller, variable);  /* the fast local, as f_locals has it */
-    }
+    PyObject *obj = root_read(caller, globals, from_globals == Py_True, variable);
     for (Py_ssize_t k = 0; obj != NULL && k < PyTuple_GET_SIZE(path); k++) {
-        PyObject *next = step_read(self, PyTuple_GET_ITEM(path, k), obj);
+        PyObject *next = step_read(self, PyTuple_GET_ITEM(path, k), obj, caller, globals);
         Py_SETREF(obj, next);
     }
     if (obj == NULL) {
@@ -612,6 +661,7 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->binding_type);
     Py_VISIT(self->receiver_type);
     Py_VISIT(self->step_type);
+    Py_VISIT(self->index_type);
     Py_VISIT(self->quiet_type);
     Py_VISIT(self->counter_type);
     Py_VISIT(self->counter_descr);
@@ -632,6 +682,7 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->binding_type);
     Py_CLEAR(self->receiver_type);
     Py_CLEAR(self->step_type);
+    Py_CLEAR(self->index_type);
     Py_CLEAR(self->quiet_type);
     Py_CLEAR(self->counter_type);
     Py_CLEAR(self->counter_descr);
@@ -688,6 +739,7 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
         || get_type(fastpath, "Binding", &self->binding_type) < 0
         || get_type(fastpath, "Receiver", &self->receiver_type) < 0
         || get_type(fastpath, "Step", &self->step_type) < 0
+        || get_type(fastpath, "Index", &self->index_type) < 0
         || get_type(fastpath, "Quiet", &self->quiet_type) < 0) {
         return -1;
     }
@@ -726,6 +778,9 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(receiver, "changeable", &i->changeable) < 0
             || slot_offset(step, "name", &st->name) < 0
             || slot_offset(step, "shadow", &st->shadow) < 0
+            || slot_offset(self->index_type, "index", &self->index.index) < 0
+            || slot_offset(self->index_type, "variable", &self->index.variable) < 0
+            || slot_offset(self->index_type, "from_globals", &self->index.from_globals) < 0
             || !same_offsets(step, receiver, i)
             || slot_offset(self->quiet_type, "tracers", &self->q.tracers) < 0
             || slot_offset(self->quiet_type, "thread", &self->q.thread) < 0

@@ -40,7 +40,7 @@ from types import CodeType, FrameType, MappingProxyType
 
 from ..callsite import CallSite, call_site
 from ..callsite.readback import class_lookup
-from ..callsite.values import Method, Ref
+from ..callsite.values import Const, Method, Ref
 from ..registry import Entry
 from ..sites import module_name
 
@@ -486,14 +486,15 @@ def _check_for(
     return _callable_check(site.shape.func, callee, caller)
 
 
-_MAX_PATH = 4  # attributes read on the way to a method's receiver (``self.a.b.launch``)
+_MAX_PATH = 4  # attributes and items read on the way to a receiver (``self.a.b.launch``)
 
 
 def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check | bool:
     # ``name(...)``, ``module.name(...)`` and ``obj.method(...)``, ``obj`` a local or a
-    # global, or reached from one through instances' own attributes (``self.cmd.launch``),
-    # in a function or a module's body: the attribute may be loaded as a method (`Method`)
-    # or as a plain attribute (a `Ref` step), by version.
+    # global, or reached from one through instances' own attributes and items of lists
+    # and tuples (``self.cmd.launch``, ``self.cmds[i].launch``), in a function or a
+    # module's body: the attribute may be loaded as a method (`Method`) or as a plain
+    # attribute (a `Ref` step), by version.
     if type(func) is Method and type(func.receiver) is Ref:
         ref, attribute = func.receiver, func.name
         steps = ref.steps
@@ -507,17 +508,17 @@ def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check 
         return False
     if type(caller.f_globals) is not dict:
         return False  # a dict subclass's own __getitem__ would answer LOAD_GLOBAL
-    if any(kind != "attr" for kind, _ in steps) or len(steps) > _MAX_PATH:
+    if len(steps) > _MAX_PATH:
         return False
-    scope, path = ref.scope, tuple(name for _, name in steps)
+    scope = ref.scope
     if scope == "name" and not _module_body(caller):
         return False  # a class body, or exec() with locals of its own: read there first
-    if scope in ("global", "name") and not path:
+    if scope in ("global", "name") and not steps:
         binding = _binding(ref.name, attribute, callee, caller, scope == "name")
         if binding is not False or attribute is None:
             return binding
     if scope in ("fast", "global", "name") and attribute is not None:
-        return _bound_method_check(scope, ref.name, path, attribute, callee, caller)
+        return _bound_method_check(scope, ref.name, tuple(steps), attribute, callee, caller)
     return False
 
 
@@ -548,19 +549,20 @@ def _binding(
 def _bound_method_check(
     scope: str,
     variable: str,
-    path: tuple[str, ...],
+    path: tuple[tuple[str, object], ...],
     attribute: str,
     callee: CodeType,
     caller: FrameType,
 ) -> Check | bool:
     """``obj.method(...)``, `obj` a local or a global `variable` or reached from one by
-    `path`, each attribute an instance's own: the same classes, the last one defining the
-    method itself, unshadowed by its instance's own ``__dict__`` (`Receiver`)."""
+    `path` (the `Ref`'s steps), each attribute an instance's own, each item a list's or a
+    tuple's: the same classes, the last one defining the method itself, unshadowed by its
+    instance's own ``__dict__`` (`Receiver`)."""
     obj = _root(scope, variable, caller)
     steps = []
-    for name in path:
-        step = Step.learnt(obj, name)
-        obj = _GONE if step is None else step.read(obj)
+    for kind, key in path:
+        step = Step.learnt(obj, key) if kind == "attr" else Index.learnt(obj, key, scope)
+        obj = _GONE if step is None else step.read(obj, caller)
         if obj is _GONE:
             return False
         steps.append(step)
@@ -665,7 +667,7 @@ class Step(_Instance):
             return None
         return cls(kind, instance_dict, name, shadow)
 
-    def read(self, obj: object) -> object:
+    def read(self, obj: object, frame: FrameType) -> object:
         """``obj.<name>`` as the call loads it, or `_GONE` where this step no longer holds."""
         own = self.own(obj)
         if own is None:
@@ -676,10 +678,52 @@ class Step(_Instance):
         return dict.get(own, self.name, _GONE)
 
 
+class Index:
+    """One item on a receiver's path (``self.cmds[0]``, ``cmds[i]``): of an exact list or
+    tuple, at a constant `index`, or at the int a `variable` holds (the caller's local,
+    or its global where `from_globals`: in a module's body, whose locals the `Receiver`
+    checks are its globals). Read as the call's subscript reads it, which for these
+    types runs no code of the user's; anything else (a dict, a negative or bool key, the
+    user's sequence) is judged in full."""
+
+    __slots__ = ("from_globals", "index", "variable")
+
+    def __init__(self, index: int | None, variable: str | None, from_globals: bool) -> None:
+        self.index, self.variable, self.from_globals = index, variable, from_globals
+
+    @classmethod
+    def learnt(cls, obj: object, key: object, scope: str) -> Index | None:
+        """The step reading `key` (a `Const` or a `Ref` of the call site) off a list or a
+        tuple, or None where it would not be read back that way; the receiver's root is
+        read in `scope`."""
+        if type(obj) is not list and type(obj) is not tuple:
+            return None
+        if type(key) is Const:
+            index = key.value  # type: ignore[attr-defined]
+            return cls(index, None, False) if type(index) is int and index >= 0 else None
+        if type(key) is not Ref or key.steps:  # type: ignore[attr-defined]
+            return None
+        # A name in a module's body is read there from its globals (see Receiver).
+        if key.scope == "fast" or key.scope == "global" or scope == key.scope == "name":  # type: ignore[attr-defined]
+            return cls(None, key.name, key.scope != "fast")  # type: ignore[attr-defined]
+        return None
+
+    def read(self, obj: object, frame: FrameType) -> object:
+        """``obj[key]`` as the call loads it, or `_GONE` where this step no longer holds."""
+        if type(obj) is not list and type(obj) is not tuple:
+            return _GONE
+        index = self.index
+        if index is None:
+            index = _root("global" if self.from_globals else "fast", self.variable, frame)  # type: ignore[arg-type]
+        if type(index) is not int or index < 0 or index >= len(obj):  # type: ignore[arg-type]
+            return _GONE
+        return obj[index]  # type: ignore[index]
+
+
 class Receiver(_Instance):
     """The check of an ``obj.method(...)`` site: `obj`, the local or global (`scope`:
     ``"fast"``, ``"global"``, or ``"name"`` in a module's body, see `_module_body`)
-    `variable`, or reached from it by the `path` of `Step`, is still an instance of
+    `variable`, or reached from it by the `path` of `Step` and `Index`, is still an instance of
     `cls`, whose own namespace binds `attribute` to `target` (the watched function), and
     whose own ``__dict__`` does not shadow it (see `_Instance`)."""
 
@@ -698,7 +742,7 @@ class Receiver(_Instance):
         self,
         scope: str,
         variable: str,
-        path: tuple[Step, ...],
+        path: tuple[Step | Index, ...],
         cls: type,
         attribute: str,
         target: object,
@@ -714,7 +758,7 @@ class Receiver(_Instance):
     def __call__(self, frame: FrameType) -> bool:
         obj = _root(self.scope, self.variable, frame)
         for step in self.path:
-            obj = step.read(obj)
+            obj = step.read(obj, frame)
         if type(obj) is not self.cls or self.namespace.get(self.attribute) is not self.target:
             return False
         own = self.own(obj)
