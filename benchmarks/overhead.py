@@ -153,10 +153,16 @@ class Replayer:
 
     def __init__(self) -> None:
         self.command, self.stream = COMMAND, None
+        self.commands = [COMMAND]
 
     def replay(self, n: int) -> None:
         for _ in range(n):
             self.command.launch(stream=self.stream)
+
+    def replay_listed(self, n: int) -> None:
+        commands, i = self.commands, 0
+        for _ in range(n):
+            commands[i].launch(stream=self.stream)
 
 
 def mixed(n: int) -> None:
@@ -368,6 +374,13 @@ def run(quick: bool) -> list[Result]:
             *ratios(
                 "recorded self.command.launch(stream=) loop",
                 Replayer().replay,
+                n,
+                rounds,
+                floor=True,
+            ),
+            *ratios(
+                "recorded commands[i].launch(stream=) loop",
+                Replayer().replay_listed,
                 n,
                 rounds,
                 floor=True,
