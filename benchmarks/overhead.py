@@ -139,6 +139,19 @@ def launches(n: int) -> None:
         wp.launch(bump, dim=16, inputs=[A], device="cpu", stream=None)
 
 
+OPTIONS = {"device": "cpu", "stream": None}
+
+
+def launches_with_options(n: int) -> None:
+    for _ in range(n):
+        wp.launch(bump, dim=16, inputs=[A], **OPTIONS)
+
+
+def tiled(n: int) -> None:
+    for _ in range(n):  # Warp's launch_tiled calls launch(*args, **kwargs) itself
+        wp.launch_tiled(bump, dim=[16], inputs=[A], block_dim=1, device="cpu", stream=None)
+
+
 COMMAND = wp.launch(bump, dim=16, inputs=[A], device="cpu", record_cmd=True)
 
 
@@ -366,10 +379,15 @@ def run(quick: bool) -> list[Result]:
     rounds = 5 if quick else 15
     gc.disable()
     try:
-        launches(50)  # build and load the kernel first
+        launches(50)  # build and load the kernels first
+        tiled(50)
         recorded(50)
         results = [
             *ratios("real Warp: launch loop, stream= passed", launches, n, rounds, floor=True),
+            *ratios(
+                "launch loop, stream= in **options", launches_with_options, n, rounds, floor=True
+            ),
+            *ratios("launch_tiled loop, stream= passed", tiled, n, rounds, floor=True),
             *ratios("recorded cmd.launch(stream=) loop", recorded, n, rounds, floor=True),
             *ratios(
                 "recorded self.command.launch(stream=) loop",

@@ -1535,8 +1535,10 @@ def _shape_cases(arr, cmd, cmd2):
     """name -> (make one call, its truth)."""
     global _RECORDED
     _RECORDED = cmd
-    holder = _Holder(cmd2, inner=_Holder(cmd), cmds=[cmd2, cmd])
+    holder = _Holder(cmd2, inner=_Holder(cmd), cmds=[cmd2, cmd], opts={"stream": None})
     pairs, i = ((cmd, _Holder(cmd2)),), 1
+    fast, slow = {"stream": None}, {"device": "cpu"}
+    spelled, by_position = (add_one, 8, [arr]), [add_one, 8, [arr], [], [], [], "cpu", None]
     c = True
     cfg = {"fast": {"stream": None}, "slow": {}}
     partials = [functools.partial(wp.launch, stream=None)]
@@ -1595,6 +1597,31 @@ def _shape_cases(arr, cmd, cmd2):
         "bound through an item, no stream": (
             lambda: holder.cmds[i].launch(),
             Call("wp.Launch.launch", CMD[:1]),
+        ),
+        "** of a local": (
+            lambda: wp.launch(add_one, 8, inputs=[arr], **fast),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "stream")),
+        ),
+        "** of a local, no stream": (
+            lambda: wp.launch(add_one, 8, inputs=[arr], **slow),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+        ),
+        "* and ** of locals": (
+            lambda: wp.launch(*spelled, **fast),
+            Call("wp.launch", names(LAUNCH, 3, "stream")),
+        ),
+        "* holding the stream": (lambda: wp.launch(*by_position), Call("wp.launch", LAUNCH)),
+        "* without the stream": (
+            lambda: wp.launch(*spelled, device="cpu"),
+            Call("wp.launch", names(LAUNCH, 3, "device")),
+        ),
+        "bound, ** of an attribute": (
+            lambda: holder.inner.cmd.launch(**holder.opts),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "launch_tiled (Warp's own launch(*args, **kwargs) inside)": (
+            lambda: wp.launch_tiled(add_one, dim=[8], inputs=[arr], block_dim=1, stream=None),
+            Call("wp.launch_tiled", names(LAUNCH, 1, "dim", "inputs", "block_dim", "stream")),
         ),
         "through C": (
             lambda: contextvars.copy_context().run(wp.launch, add_one, 8, [arr], [], [], [], None),
@@ -2107,6 +2134,93 @@ def test_a_site_reaching_its_receiver_through_items_is_judged_again_when_they_ch
         finally:
             globals()["_RECORDED"], globals()["_INDEX"] = None, 0
     assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
+    assert guard.calls == 4
+
+
+_SPREAD_CASES = [
+    "** of a local",
+    "* and ** of locals",
+    "* holding the stream",
+    "bound, ** of an attribute",
+    "launch_tiled (Warp's own launch(*args, **kwargs) inside)",
+]
+
+
+@pytest.mark.parametrize("case", _SPREAD_CASES)
+def test_a_clean_call_with_star_parts_is_answered_from_the_frame(arr, cmd, cmd2, case):
+    make, _ = _shape_cases(arr, cmd, cmd2)[case]
+    with stream_explicit(strict=False) as guard:
+        for _ in range(5):
+            make()
+        spread = [s for s in _learnt_sites() if type(s.check) is fastpath.Spread]
+    assert spread, "its site was not learnt: each call was judged in full"
+    assert guard.violations == []
+    assert guard.calls == 5 * (2 if case.startswith("launch_tiled") else 1)
+
+
+def _spread_site(holder, positional):
+    wp.launch(*positional, **holder.opts)
+
+
+_OPTS: dict = {}
+
+
+def _global_spread_site(positional):
+    wp.launch(*positional, **_OPTS)
+
+
+class _Keyword(str):
+    pass
+
+
+_SPREAD_CHANGES = {
+    "the stream key removed": lambda h, p: h.opts.pop("stream"),
+    "the stream key made a str subclass": lambda h, p: h.opts.update(
+        {_Keyword("stream"): h.opts.pop("stream")}
+    ),
+    "the dict made a dict subclass": lambda h, p: setattr(
+        h, "opts", type("Options", (dict,), {})(h.opts)
+    ),
+    "the dict rebound": lambda h, p: setattr(h, "opts", {"device": "cpu"}),
+    "the holder's attribute made a property": lambda h, p: setattr(
+        type(h), "opts", property(lambda self: {})
+    ),
+    "the sequence grown to hold the stream": lambda h, p: (
+        h.opts.pop("stream"),
+        p.extend([[], [], [], "cpu", None]),
+    ),
+    "the sequence made a tuple": lambda h, p: None,
+    "the global dict rebound": lambda h, p: globals().update(_OPTS={}),
+}
+
+
+@pytest.mark.parametrize("change", _SPREAD_CHANGES)
+def test_a_site_with_star_parts_is_judged_again_when_they_change(arr, change):
+    """``wp.launch(*positional, **holder.opts)`` (or ``**GLOBAL``) found clean, then called
+    with parts that pass the stream otherwise, or not at all, or that the full path cannot
+    read back: each later call is judged as a guard beside a tracer judges it."""
+
+    class Holder:
+        def __init__(self):
+            self.opts = {"stream": None}
+
+    holder, positional = Holder(), [add_one, 8, [arr]]
+    on_global = "global" in change
+    site = _global_spread_site if on_global else (lambda p: _spread_site(holder, p))
+    globals()["_OPTS"] = {"stream": None}
+    try:
+        with stream_explicit(strict=False) as guard:
+            for _ in range(3):
+                site(positional)
+            assert [s for s in _learnt_sites() if type(s.check) is fastpath.Spread]
+            _SPREAD_CHANGES[change](holder, positional)
+            if change == "the sequence made a tuple":
+                positional = tuple(positional)
+            site(positional)
+        truth = observe(lambda: site(positional))  # judged in full, beside a tracer
+    finally:
+        globals()["_OPTS"] = {}
+    assert [v.api for v in guard.violations] == truth.reported
     assert guard.calls == 4
 
 

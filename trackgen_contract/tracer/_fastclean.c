@@ -48,6 +48,14 @@ typedef struct {
 } IndexSlots;
 
 typedef struct {
+    Py_ssize_t variable, from_globals, module_body, steps;
+} PartSlots;
+
+typedef struct {
+    Py_ssize_t loads, stream, position, positional, keywords, sequences, mappings;
+} SpreadSlots;
+
+typedef struct {
     Py_ssize_t variable, from_globals, module_body, path, attribute, target;
 } ReceiverSlots;
 
@@ -65,12 +73,15 @@ typedef struct {
     PyObject *quiet;     /* fastpath.quiet */
     PyObject *counting;  /* fastpath.counting */
     PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *step_type;
-    PyTypeObject *index_type, *quiet_type;
+    PyTypeObject *index_type, *part_type, *spread_type, *quiet_type;
+    PyObject *binding_holds;  /* Binding.holds: a Spread's `loads` may be it, bound */
     CleanSlots clean;
     BindingSlots binding;
     InstanceSlots instance;  /* of fastpath._Instance: Step's and Receiver's own */
     StepSlots step;
     IndexSlots index;
+    PartSlots part;
+    SpreadSlots spread;
     ReceiverSlots receiver;
     QuietSlots q;
     Py_ssize_t several_others, last_now;
@@ -303,6 +314,25 @@ step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *calle
     return value;
 }
 
+/* The object a path reaches (a new reference): the caller's local or global `variable`
+ * (in a module's body, `in_body`, only while its locals are its globals), then each
+ * step of `path`; NULL where it no longer holds (fastpath._follow). */
+static PyObject *
+path_read(CleanFilter *self, PyObject *variable, PyObject *from_globals, PyObject *in_body,
+          PyObject *path, PyFrameObject *caller, PyObject *globals)
+{
+    if (!variable || !from_globals || !in_body || !path || !PyUnicode_CheckExact(variable)
+        || !PyTuple_CheckExact(path) || (in_body == Py_True && !module_body(caller, globals))) {
+        return NULL;
+    }
+    PyObject *obj = root_read(caller, globals, from_globals == Py_True, variable);
+    for (Py_ssize_t k = 0; obj != NULL && k < PyTuple_GET_SIZE(path); k++) {
+        PyObject *next = step_read(self, PyTuple_GET_ITEM(path, k), obj, caller, globals);
+        Py_SETREF(obj, next);
+    }
+    return obj;
+}
+
 /* Whether the receiver the site loads, the caller's local or global, or a path of
  * attributes and items from it, is still an instance of the class that binds the watched method,
  * unshadowed (fastpath.Receiver.__call__, on the same fields). */
@@ -310,20 +340,13 @@ static int
 receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObject *globals)
 {
     ReceiverSlots *r = &self->receiver;
-    PyObject *variable = slot(check, r->variable), *from_globals = slot(check, r->from_globals);
-    PyObject *in_body = slot(check, r->module_body);
-    PyObject *path = slot(check, r->path), *attribute = slot(check, r->attribute);
-    PyObject *target = slot(check, r->target), *cls = slot(check, self->instance.cls);
-    if (!variable || !from_globals || !in_body || !path || !attribute || !target || !cls
-        || !PyUnicode_CheckExact(variable) || !PyTuple_CheckExact(path) || !PyType_Check(cls)
-        || (in_body == Py_True && !module_body(caller, globals))) {
+    PyObject *attribute = slot(check, r->attribute), *target = slot(check, r->target);
+    PyObject *cls = slot(check, self->instance.cls);
+    if (!attribute || !target || !cls || !PyType_Check(cls)) {
         return FULL;
     }
-    PyObject *obj = root_read(caller, globals, from_globals == Py_True, variable);
-    for (Py_ssize_t k = 0; obj != NULL && k < PyTuple_GET_SIZE(path); k++) {
-        PyObject *next = step_read(self, PyTuple_GET_ITEM(path, k), obj, caller, globals);
-        Py_SETREF(obj, next);
-    }
+    PyObject *obj = path_read(self, slot(check, r->variable), slot(check, r->from_globals),
+                              slot(check, r->module_body), slot(check, r->path), caller, globals);
     if (obj == NULL) {
         return FULL;
     }
@@ -346,6 +369,105 @@ done:
     Py_DECREF(obj);
     return result;
 }
+
+/* What a call's `*` or `**` part holds now (a new reference), or NULL (fastpath.Part). */
+static PyObject *
+part_read(CleanFilter *self, PyObject *part, PyFrameObject *caller, PyObject *globals)
+{
+    if (!Py_IS_TYPE(part, self->part_type)) {
+        return NULL;
+    }
+    PartSlots *p = &self->part;
+    return path_read(self, slot(part, p->variable), slot(part, p->from_globals),
+                     slot(part, p->module_body), slot(part, p->steps), caller, globals);
+}
+
+/* How many items the `*` parts pass (exact lists and tuples), or -1. */
+static Py_ssize_t
+items_passed(CleanFilter *self, PyObject *parts, PyFrameObject *caller, PyObject *globals)
+{
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts); k++) {
+        PyObject *value = part_read(self, PyTuple_GET_ITEM(parts, k), caller, globals);
+        if (value == NULL || !(PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
+            Py_XDECREF(value);
+            return -1;
+        }
+        total += PyList_CheckExact(value) ? PyList_GET_SIZE(value) : PyTuple_GET_SIZE(value);
+        Py_DECREF(value);
+    }
+    return total;
+}
+
+/* Whether the `**` parts (exact dicts of exact str keys) hold `stream`: 1, 0, or -1
+ * where one cannot be read back that way. */
+static int
+keyword_passed(CleanFilter *self, PyObject *parts, PyObject *stream, PyFrameObject *caller,
+               PyObject *globals)
+{
+    int found = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts); k++) {
+        PyObject *value = part_read(self, PyTuple_GET_ITEM(parts, k), caller, globals);
+        if (value == NULL || !PyDict_CheckExact(value)) {
+            Py_XDECREF(value);
+            return -1;
+        }
+        PyObject *key, *item;
+        Py_ssize_t at = 0;
+        int plain = 1;
+        while (plain && PyDict_Next(value, &at, &key, &item)) {  /* no code of the user's */
+            plain = PyUnicode_CheckExact(key);
+            found = found || (plain && PyUnicode_Compare(key, stream) == 0);
+        }
+        Py_DECREF(value);
+        if (!plain) {
+            return -1;
+        }
+    }
+    return found;
+}
+
+/* Whether a call with `*` or `**` parts still loads the watched function and passes its
+ * stream (fastpath.Spread.__call__, on the same fields). */
+static int
+spread_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObject *globals)
+{
+    SpreadSlots *sp = &self->spread;
+    PyObject *loads = slot(check, sp->loads), *stream = slot(check, sp->stream);
+    PyObject *position = slot(check, sp->position), *positional = slot(check, sp->positional);
+    PyObject *keywords = slot(check, sp->keywords), *sequences = slot(check, sp->sequences);
+    PyObject *mappings = slot(check, sp->mappings);
+    if (!loads || !stream || !position || !positional || !keywords || !sequences || !mappings
+        || !PyUnicode_CheckExact(stream) || !PyLong_CheckExact(position)
+        || !PyLong_CheckExact(positional) || !PyFrozenSet_CheckExact(keywords)
+        || !PyTuple_CheckExact(sequences) || !PyTuple_CheckExact(mappings)) {
+        return FULL;
+    }
+    int loaded = FULL;
+    if (Py_IS_TYPE(loads, self->receiver_type)) {
+        loaded = receiver_holds(self, loads, caller, globals);
+    }
+    else if (PyMethod_Check(loads) && PyMethod_GET_FUNCTION(loads) == self->binding_holds) {
+        loaded = binding_holds(self, PyMethod_GET_SELF(loads), caller, globals);
+    }
+    if (loaded != ANSWERED) {
+        return FULL;
+    }
+    Py_ssize_t items = items_passed(self, sequences, caller, globals);
+    if (items < 0) {
+        return FULL;
+    }
+    Py_ssize_t at = PyLong_AsSsize_t(position), before = PyLong_AsSsize_t(positional);
+    if ((at == -1 || before == -1) && PyErr_Occurred()) {
+        return FULL;
+    }
+    int passed = before + items > at || PySet_Contains(keywords, stream) == 1;
+    int in_dicts = keyword_passed(self, mappings, stream, caller, globals);
+    if (in_dicts < 0 || PyErr_Occurred()) {
+        return FULL;
+    }
+    return passed || in_dicts ? ANSWERED : FULL;
+}
 #endif
 
 /* Whether the site `clean` still calls the watched function the way it was learnt. */
@@ -366,6 +488,9 @@ site_loads(CleanFilter *self, PyObject *clean, PyFrameObject *caller, PyObject *
 #if PY_VERSION_HEX >= 0x030C0000
     if (Py_IS_TYPE(check, self->receiver_type)) {
         return receiver_holds(self, check, caller, globals);
+    }
+    if (Py_IS_TYPE(check, self->spread_type)) {
+        return spread_holds(self, check, caller, globals);
     }
 #endif
     PyObject *result = PyObject_CallOneArg(check, (PyObject *)caller);
@@ -662,6 +787,9 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->receiver_type);
     Py_VISIT(self->step_type);
     Py_VISIT(self->index_type);
+    Py_VISIT(self->part_type);
+    Py_VISIT(self->spread_type);
+    Py_VISIT(self->binding_holds);
     Py_VISIT(self->quiet_type);
     Py_VISIT(self->counter_type);
     Py_VISIT(self->counter_descr);
@@ -683,6 +811,9 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->receiver_type);
     Py_CLEAR(self->step_type);
     Py_CLEAR(self->index_type);
+    Py_CLEAR(self->part_type);
+    Py_CLEAR(self->spread_type);
+    Py_CLEAR(self->binding_holds);
     Py_CLEAR(self->quiet_type);
     Py_CLEAR(self->counter_type);
     Py_CLEAR(self->counter_descr);
@@ -740,7 +871,13 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
         || get_type(fastpath, "Receiver", &self->receiver_type) < 0
         || get_type(fastpath, "Step", &self->step_type) < 0
         || get_type(fastpath, "Index", &self->index_type) < 0
+        || get_type(fastpath, "Part", &self->part_type) < 0
+        || get_type(fastpath, "Spread", &self->spread_type) < 0
         || get_type(fastpath, "Quiet", &self->quiet_type) < 0) {
+        return -1;
+    }
+    self->binding_holds = PyObject_GetAttrString((PyObject *)self->binding_type, "holds");
+    if (self->binding_holds == NULL) {
         return -1;
     }
     if (!PyDict_CheckExact(self->table)) {
@@ -781,6 +918,17 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(self->index_type, "index", &self->index.index) < 0
             || slot_offset(self->index_type, "variable", &self->index.variable) < 0
             || slot_offset(self->index_type, "from_globals", &self->index.from_globals) < 0
+            || slot_offset(self->part_type, "variable", &self->part.variable) < 0
+            || slot_offset(self->part_type, "from_globals", &self->part.from_globals) < 0
+            || slot_offset(self->part_type, "module_body", &self->part.module_body) < 0
+            || slot_offset(self->part_type, "steps", &self->part.steps) < 0
+            || slot_offset(self->spread_type, "loads", &self->spread.loads) < 0
+            || slot_offset(self->spread_type, "stream", &self->spread.stream) < 0
+            || slot_offset(self->spread_type, "position", &self->spread.position) < 0
+            || slot_offset(self->spread_type, "positional", &self->spread.positional) < 0
+            || slot_offset(self->spread_type, "keywords", &self->spread.keywords) < 0
+            || slot_offset(self->spread_type, "sequences", &self->spread.sequences) < 0
+            || slot_offset(self->spread_type, "mappings", &self->spread.mappings) < 0
             || !same_offsets(step, receiver, i)
             || slot_offset(self->quiet_type, "tracers", &self->q.tracers) < 0
             || slot_offset(self->quiet_type, "thread", &self->q.thread) < 0

@@ -10,9 +10,12 @@ tells most sites apart; callers with a site at the same offset share a slot, one
 more), identity tests on the caller's and the callee's code objects, and, where the
 offset alone cannot prove that the site calls the watched function itself (3.13+, where
 a direct call and one made through C rest on the same instruction, or a stream passed by
-position), a re-read of the callable the site loads and an identity test. A site in
-Warp's own code (a memset or a ``ScopedStream`` Warp makes) is clean by its offset,
-under the very module name it was found with (`learn_site`).
+position), a re-read of the callable the site loads and an identity test. A call with
+``*`` or ``**`` parts (``wp.launch(k, n, **opts)``, or Warp's own
+``launch(*args, **kwargs)`` in ``launch_tiled``) has its parts read again too, as the
+full path reads them (`Spread`). A site in Warp's own code (a memset or a
+``ScopedStream`` Warp makes) is clean by its offset, under the very module name it was
+found with (`learn_site`).
 
 Only tracers that ask for every call (a plain `Tracer`, the command line) keep the full
 path: the callback skips a clean call only when every running tracer of the thread that
@@ -33,14 +36,16 @@ emptied when the core disarms.
 
 from __future__ import annotations
 
+import operator
 import sys
 import types
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import CodeType, FrameType, MappingProxyType
 
 from ..callsite import CallSite, call_site
 from ..callsite.readback import class_lookup
-from ..callsite.values import Const, Method, Ref
+from ..callsite.values import Args, Const, Kwargs, Method, Ref, Star
 from ..registry import Entry
 from ..sites import module_name
 
@@ -361,10 +366,13 @@ def learn(caller: FrameType, callee: Entry, stream: str, made_by_warp: bool = Fa
     recorded functions at one line), and the line does not say what they pass. Its calls
     are counted for no module: they are made for a caller further up."""
     site = call_site(caller.f_code, caller.f_lasti)
-    if site is None or not site.static:
+    if site is None:
         return
-    by_keyword = stream in site.shape.kwargs.items  # type: ignore[attr-defined]
-    check = _check_for(site, callee.code, caller, by_keyword)
+    if site.static:
+        by_keyword = stream in site.shape.kwargs.items  # type: ignore[attr-defined]
+        check = _check_for(site, callee.code, caller, by_keyword)
+    else:
+        check = _spread_check(site, callee, stream, caller)
     if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
         return  # a check that the call it is learnt from fails vouches for other calls
     module = None if made_by_warp else module_name(caller.f_globals)  # as its Site names it
@@ -558,14 +566,9 @@ def _bound_method_check(
     `path` (the `Ref`'s steps), each attribute an instance's own, each item a list's or a
     tuple's: the same classes, the last one defining the method itself, unshadowed by its
     instance's own ``__dict__`` (`Receiver`)."""
-    obj = _root(scope, variable, caller)
-    steps = []
-    for kind, key in path:
-        step = Step.learnt(obj, key) if kind == "attr" else Index.learnt(obj, key, scope)
-        obj = _GONE if step is None else step.read(obj, caller)
-        if obj is _GONE:
-            return False
-        steps.append(step)
+    steps, obj = _walk(scope, variable, path, caller)
+    if obj is _GONE:
+        return False
     cls = type(obj)
     target = _type_dict(cls).get(attribute)
     if type(target) is not types.FunctionType or target.__code__ is not callee:
@@ -573,7 +576,141 @@ def _bound_method_check(
     instance_dict = _plain_instance_dict(cls)
     if instance_dict is None:
         return False
-    return Receiver(scope, variable, tuple(steps), cls, attribute, target, instance_dict)
+    return Receiver(scope, variable, steps, cls, attribute, target, instance_dict)
+
+
+def _walk(
+    scope: str, variable: str, path: tuple[tuple[str, object], ...], caller: FrameType
+) -> tuple[tuple[Step | Index, ...], object]:
+    """The steps that read a `Ref`'s `path` off its root (a local or a global
+    `variable`) the way the site does, and the object they reach now, or `_GONE` where a
+    step would not be read back that way."""
+    obj = _root(scope, variable, caller)
+    steps = []
+    for kind, key in path:
+        step = Step.learnt(obj, key) if kind == "attr" else Index.learnt(obj, key, scope)  # type: ignore[arg-type]
+        obj = _GONE if step is None else step.read(obj, caller)
+        if obj is _GONE:
+            break
+        steps.append(step)
+    return tuple(steps), obj
+
+
+def _follow(scope: str, variable: str, steps: tuple[Step | Index, ...], frame: FrameType) -> object:
+    """What `steps` (see `_walk`) reach from their root in `frame` now, or `_GONE`."""
+    obj = _root(scope, variable, frame)
+    for step in steps:
+        obj = step.read(obj, frame)
+    return obj
+
+
+def _spread_check(site: CallSite, callee: Entry, stream: str, caller: FrameType) -> Check | bool:
+    """A call with ``*`` or ``**`` parts, each a local's or a global's value or reached
+    from one as a receiver is (`Spread`); False where it cannot be read back that way."""
+    shape = site.shape
+    kwargs = shape.kwargs
+    if site.direct is False or type(kwargs) is not Kwargs:
+        return False  # called through C code on 3.11/3.12; or a keyword dict lost track of
+    args = _positional_parts(shape.args)
+    if not all(type(part) is Star or type(part) is str for part in kwargs.items):  # type: ignore[attr-defined]
+        return False  # a keyword read back (``**{name: value}``)
+    sequences = tuple(_spread_part(item.value, caller) for item in args if type(item) is Star)
+    mappings = tuple(_spread_part(p.value, caller) for p in kwargs.items if type(p) is Star)  # type: ignore[attr-defined]
+    loads = _callable_check(shape.func, callee.code, caller)
+    if loads is False or None in sequences or None in mappings:
+        return False
+    parameters = callee.parameters
+    return Spread(
+        loads,  # type: ignore[arg-type]
+        stream,
+        parameters.index(stream) if stream in parameters else len(parameters),
+        sum(type(item) is not Star for item in args) + (type(loads) is Receiver),
+        frozenset(part for part in kwargs.items if type(part) is str),  # type: ignore[attr-defined]
+        sequences,  # type: ignore[arg-type]
+        mappings,  # type: ignore[arg-type]
+    )
+
+
+def _positional_parts(args: object) -> tuple[object, ...]:
+    """The items of a call's positional arguments: values spelled out, and `Star` parts
+    (a sequence passed as is is one; a constant tuple, its items)."""
+    if type(args) is Args:
+        return args.items  # type: ignore[attr-defined]
+    if type(args) is Const and type(args.value) is tuple:  # type: ignore[attr-defined]
+        return args.value  # type: ignore[attr-defined]
+    return (Star(args),)
+
+
+def _spread_part(value: object, caller: FrameType) -> Part | None:
+    if type(value) is not Ref or len(value.steps) > _MAX_PATH:  # type: ignore[attr-defined]
+        return None
+    scope = value.scope  # type: ignore[attr-defined]
+    if scope not in ("fast", "global", "name") or (scope == "name" and not _module_body(caller)):
+        return None  # a class body, or exec() with locals of its own
+    steps, obj = _walk(scope, value.name, value.steps, caller)  # type: ignore[attr-defined]
+    return None if obj is _GONE else Part(scope, value.name, steps)  # type: ignore[attr-defined]
+
+
+class Part:
+    """A ``*`` or ``**`` part of a call: a local's or a global's value (in a module's
+    body, read there from its globals), or reached from one by `steps` (see `_walk`).
+    The compiled callback reads `variable`, `steps` and the two flags of `scope`."""
+
+    __slots__ = ("from_globals", "module_body", "scope", "steps", "variable")
+
+    def __init__(self, scope: str, variable: str, steps: tuple[Step | Index, ...]) -> None:
+        self.scope, self.variable, self.steps = scope, variable, steps
+        self.from_globals, self.module_body = scope != "fast", scope == "name"
+
+    def read(self, frame: FrameType) -> object:
+        return _follow(self.scope, self.variable, self.steps, frame)
+
+
+class Spread:
+    """The check of a call site with ``*`` or ``**`` parts: its callable still loads the
+    watched function (`loads`: a `Binding`'s ``holds`` or a `Receiver`), and its parts,
+    read again from the frame as the full path reads them (exact tuples or lists; exact
+    dicts whose keys are all exact strings: any other part leaves the call to the full
+    path, which cannot tell what it passed either), still pass `stream`: by keyword,
+    spelled out (`keywords`) or in a dict, or by position (its index `position` among the
+    callee's positional parameters, reached by the `positional` arguments spelled out,
+    a bound method's ``self`` included, and the sequences' items)."""
+
+    __slots__ = ("keywords", "loads", "mappings", "position", "positional", "sequences", "stream")
+
+    def __init__(
+        self,
+        loads: Check,
+        stream: str,
+        position: int,
+        positional: int,
+        keywords: frozenset[str],
+        sequences: tuple[Part, ...],
+        mappings: tuple[Part, ...],
+    ) -> None:
+        self.loads, self.stream, self.position = loads, stream, position
+        self.positional, self.keywords = positional, keywords
+        self.sequences, self.mappings = sequences, mappings
+
+    def __call__(self, frame: FrameType) -> bool:
+        if not self.loads(frame):
+            return False
+        positional = self.positional
+        for part in self.sequences:
+            value = part.read(frame)
+            if type(value) is not tuple and type(value) is not list:
+                return False
+            positional += len(value)  # type: ignore[arg-type]
+        passed = positional > self.position or self.stream in self.keywords
+        for part in self.mappings:
+            value = part.read(frame)
+            if type(value) is not dict:
+                return False
+            keys = list(dict.keys(value))  # type: ignore[arg-type]  # one C call: no thread cuts in
+            if not all(map(_is_str, map(type, keys))):  # C calls alone: no frame
+                return False
+            passed = passed or self.stream in keys  # exact strings: str.__eq__ alone
+        return passed
 
 
 _GONE = object()  # a root or an attribute that is not there (never an instance of a class)
@@ -756,9 +893,7 @@ class Receiver(_Instance):
         self.namespace = _type_dict(cls)
 
     def __call__(self, frame: FrameType) -> bool:
-        obj = _root(self.scope, self.variable, frame)
-        for step in self.path:
-            obj = step.read(obj, frame)
+        obj = _follow(self.scope, self.variable, self.path, frame)
         if type(obj) is not self.cls or self.namespace.get(self.attribute) is not self.target:
             return False
         own = self.own(obj)
@@ -766,4 +901,5 @@ class Receiver(_Instance):
 
 
 _get_descriptor = types.GetSetDescriptorType.__get__
+_is_str = partial(operator.is_, str)
 _dict_has = dict.__contains__
