@@ -23,6 +23,7 @@ import operator
 import sys
 import threading
 import time
+import traceback
 import types
 import warnings
 import weakref
@@ -2222,6 +2223,77 @@ def test_a_site_with_star_parts_is_judged_again_when_they_change(arr, change):
         globals()["_OPTS"] = {}
     assert [v.api for v in guard.violations] == truth.reported
     assert guard.calls == 4
+
+
+def _depth() -> int:
+    frame, depth = sys._getframe(1), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+def _near_the_limit(site, frames_left: int) -> RecursionError | None:
+    """The RecursionError ``site()`` raises, if any, called `frames_left` frames below the
+    recursion limit (measured by entering frames until there is no room)."""
+
+    def room():
+        try:
+            return room() + 1
+        except RecursionError:
+            return 0
+
+    def descend(frames):
+        if frames > 0:
+            return descend(frames - 1)
+        try:
+            site()
+        except RecursionError as error:
+            return error
+        return None
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(_depth() + 120)
+    try:
+        return descend(room() - frames_left)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+class _Deep:
+    def __init__(self, cmd):
+        self.cmd, self.opts = cmd, {"stream": None}
+
+
+_GLOBAL_OPTS = {"stream": None}
+_DEEP_SITES = {
+    "** of an attribute": lambda arr, h: wp.launch(add_one, 8, inputs=[arr], **h.opts),
+    "** of a global": lambda arr, h: wp.launch(add_one, 8, inputs=[arr], **_GLOBAL_OPTS),
+    "a receiver's attribute": lambda arr, h: h.cmd.launch(None),
+}
+
+
+@pytest.mark.parametrize("shape", _DEEP_SITES)
+def test_a_clean_sites_check_near_the_recursion_limit_never_raises_into_the_call(arr, cmd, shape):
+    """A site's check re-reads the frame with Python code where the filter is not compiled:
+    near the recursion limit it has no room, and the call then goes to the full path
+    (which is given room), never with a RecursionError of the check's into the call, where
+    the full path has the room to judge it."""
+    holder = _Deep(cmd)
+
+    def site():
+        _DEEP_SITES[shape](arr, holder)
+
+    for frames_left in range(2, 16):
+        with stream_explicit(strict=False):
+            site()
+            site()  # learnt: the next call is answered from the frame
+            assert _learnt_sites(), "the site was not learnt: this test would prove nothing"
+            error = _near_the_limit(site, frames_left)
+        with stream_explicit(strict=False), Tracer(lambda call: None):  # the full path
+            full = _near_the_limit(site, frames_left)
+        if full is None and error is not None:  # (no room for the full path: the call fails)
+            frames = traceback.extract_tb(error.__traceback__)
+            assert not [f for f in frames if f.filename == fastpath.__file__], frames_left
 
 
 _MODULE_BODIES = {

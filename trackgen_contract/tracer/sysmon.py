@@ -181,7 +181,10 @@ class SysMonitoringCore(ArmingCore):
             ):
                 binding = clean.binding
                 if binding is None:
-                    loads = clean.check is None or clean.check(caller)
+                    try:  # the check's error, near the recursion limit say: the full path
+                        loads = clean.check is None or clean.check(caller)
+                    except Exception:
+                        loads = False
                 else:  # Binding.holds, inline: the globals read once, no call
                     loads = (
                         type(names) is dict
