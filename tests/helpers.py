@@ -4,6 +4,14 @@ import gc
 import sys
 
 
+def stack_depth():
+    """How many frames the caller's stack holds."""
+    frame, count = sys._getframe(1), 0
+    while frame is not None:
+        frame, count = frame.f_back, count + 1
+    return count
+
+
 def monitoring_state():
     """(tool ids this package holds, Warp APIs with local events of a free or held id)."""
     if sys.version_info < (3, 12):

@@ -35,7 +35,7 @@ import pytest
 import warp as wp
 from acme import gen
 from acme.kernels import add_one
-from helpers import assert_nothing_left
+from helpers import assert_nothing_left, stack_depth
 
 from trackgen_contract import (
     HotPathViolation,
@@ -2225,13 +2225,6 @@ def test_a_site_with_star_parts_is_judged_again_when_they_change(arr, change):
     assert guard.calls == 4
 
 
-def _depth() -> int:
-    frame, depth = sys._getframe(1), 0
-    while frame is not None:
-        frame, depth = frame.f_back, depth + 1
-    return depth
-
-
 def _near_the_limit(site, frames_left: int) -> RecursionError | None:
     """The RecursionError ``site()`` raises, if any, called `frames_left` frames below the
     recursion limit (measured by entering frames until there is no room)."""
@@ -2252,16 +2245,11 @@ def _near_the_limit(site, frames_left: int) -> RecursionError | None:
         return None
 
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(_depth() + 120)
+    sys.setrecursionlimit(stack_depth() + 120)
     try:
         return descend(room() - frames_left)
     finally:
         sys.setrecursionlimit(limit)
-
-
-class _Deep:
-    def __init__(self, cmd):
-        self.cmd, self.opts = cmd, {"stream": None}
 
 
 _GLOBAL_OPTS = {"stream": None}
@@ -2278,7 +2266,7 @@ def test_a_clean_sites_check_near_the_recursion_limit_never_raises_into_the_call
     near the recursion limit it has no room, and the call then goes to the full path
     (which is given room), never with a RecursionError of the check's into the call, where
     the full path has the room to judge it."""
-    holder = _Deep(cmd)
+    holder = _Holder(cmd, opts={"stream": None})
 
     def site():
         _DEEP_SITES[shape](arr, holder)

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import warp as wp
 from acme.kernels import add_one
-from helpers import assert_nothing_left
+from helpers import assert_nothing_left, stack_depth
 
 import trackgen_contract
 from trackgen_contract import (
@@ -740,14 +740,6 @@ def _nest(depth, fn):
     return _nest(depth - 1, fn)
 
 
-def _depth():
-    """How many frames the caller's stack holds."""
-    frame, count = sys._getframe(1), 0
-    while frame is not None:
-        frame, count = frame.f_back, count + 1
-    return count
-
-
 def _deepest_working(fn):
     """The deepest nesting at which `fn()` still works unguarded."""
     fn()
@@ -818,7 +810,7 @@ def test_judging_a_call_far_from_the_recursion_limit_leaves_the_limit_alone(arr)
 
 def _at_depth(depth, fn):
     """`fn()` called with `depth` frames on the stack."""
-    return _at_depth(depth, fn) if _depth() < depth else fn()
+    return _at_depth(depth, fn) if stack_depth() < depth else fn()
 
 
 @pytest.mark.skipif(
@@ -1025,7 +1017,7 @@ def test_a_limit_the_program_sets_while_another_thread_settles_stands(monkeypatc
 def _everywhere_near_the_limit(fn):
     """`fn()` at each nesting from 120 frames below the recursion limit to the limit,
     a RecursionError where there is no room at all taken as Python's."""
-    room = sys.getrecursionlimit() - _depth()
+    room = sys.getrecursionlimit() - stack_depth()
     for depth in range(max(0, room - 120), room + 1):
         with contextlib.suppress(RecursionError):
             _nest(depth, fn)
@@ -1109,10 +1101,10 @@ def test_a_call_one_frame_short_of_the_deepest_works_guarded(arr):
     other = wp.zeros(8, dtype=float, device="cpu")
 
     def copy_at(depth):  # the copy made at `depth` frames from the stack's bottom
-        return copy_at(depth) if _depth() < depth else wp.copy(arr, other, stream=None)
+        return copy_at(depth) if stack_depth() < depth else wp.copy(arr, other, stream=None)
 
     limit = sys.getrecursionlimit()
-    base = _depth()
+    base = stack_depth()
     working = []
     try:
         sys.setrecursionlimit(base + 100)
