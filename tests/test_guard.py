@@ -291,6 +291,22 @@ def test_debug_sync_env_stays_unset_when_it_was(monkeypatch):
     assert "TRACKGEN_DEBUG_SYNC" not in os.environ
 
 
+def test_debug_sync_env_keeps_a_value_that_is_not_ascii(monkeypatch):
+    monkeypatch.setenv("TRACKGEN_DEBUG_SYNC", "sür\udcff")  # an undecodable byte, escaped
+    with no_host_sync():
+        assert "TRACKGEN_DEBUG_SYNC" not in os.environ
+    assert os.environ["TRACKGEN_DEBUG_SYNC"] == "sür\udcff"
+
+
+def test_debug_sync_env_in_an_environ_the_program_replaced(monkeypatch):
+    # Some programs swap os.environ for a plain dict: it is read and changed as a dict.
+    replaced = {"TRACKGEN_DEBUG_SYNC": "1", "HOME": "/nowhere"}
+    monkeypatch.setattr(os, "environ", replaced)
+    with no_host_sync():
+        assert replaced == {"HOME": "/nowhere"}
+    assert replaced == {"TRACKGEN_DEBUG_SYNC": "1", "HOME": "/nowhere"}
+
+
 # --- nesting, threads, tasks ---------------------------------------------------------------
 
 

@@ -62,7 +62,7 @@ class _DebugSyncEnv:
             self.guards += 1
             first, generation = self.guards == 1, self.generation
         if first:
-            self.saved = saved = os.environ.get(DEBUG_SYNC_ENV)  # kept before it goes: see fork
+            self.saved = saved = _environment_value(DEBUG_SYNC_ENV)  # kept: see fork
             if saved is not None:  # (a pop of an absent key raises and catches KeyError)
                 del os.environ[DEBUG_SYNC_ENV]
         return generation
@@ -82,6 +82,18 @@ class _DebugSyncEnv:
             os.environ[DEBUG_SYNC_ENV] = self.saved
         self.guards, self.saved = 0, None
         self.generation += 1
+
+
+def _environment_value(name: str) -> str | None:
+    """``os.environ.get(name)``. An absent variable (the usual case, read at the entry of
+    every host-sync guard) is a KeyError raised and caught inside ``os.environ.get``,
+    ~2 us, most of what reading it costs: the mapping's own dict of encoded names
+    answers without one."""
+    environ = os.environ
+    if type(environ) is not os._Environ:  # replaced by the program: asked as it answers
+        return environ.get(name)
+    value = environ._data.get(environ.encodekey(name))
+    return None if value is None else environ.decodevalue(value)
 
 
 _debug_sync = _DebugSyncEnv()
