@@ -167,6 +167,7 @@ class Replayer:
     def __init__(self) -> None:
         self.command, self.stream = COMMAND, None
         self.commands = [COMMAND]
+        self.graphs = {"forward": COMMAND}
 
     def replay(self, n: int) -> None:
         for _ in range(n):
@@ -176,6 +177,11 @@ class Replayer:
         commands, i = self.commands, 0
         for _ in range(n):
             commands[i].launch(stream=self.stream)
+
+    def replay_named(self, n: int) -> None:
+        graphs, name = self.graphs, "forward"
+        for _ in range(n):
+            graphs[name].launch(stream=self.stream)
 
 
 def mixed(n: int) -> None:
@@ -399,6 +405,13 @@ def run(quick: bool) -> list[Result]:
             *ratios(
                 "recorded commands[i].launch(stream=) loop",
                 Replayer().replay_listed,
+                n,
+                rounds,
+                floor=True,
+            ),
+            *ratios(
+                "recorded graphs[name].launch(stream=) loop",
+                Replayer().replay_named,
                 n,
                 rounds,
                 floor=True,

@@ -1543,6 +1543,7 @@ def _shape_cases(arr, cmd, cmd2):
     c = True
     cfg = {"fast": {"stream": None}, "slow": {}}
     partials = [functools.partial(wp.launch, stream=None)]
+    graphs, name, by_id = {"fwd": cmd, "bwd": cmd2}, "fwd", {0: cmd2, 1: cmd}
     return {
         "keyword": (
             lambda: wp.launch(add_one, 8, inputs=[arr], stream=None),
@@ -1597,6 +1598,22 @@ def _shape_cases(arr, cmd, cmd2):
         ),
         "bound through an item, no stream": (
             lambda: holder.cmds[i].launch(),
+            Call("wp.Launch.launch", CMD[:1]),
+        ),
+        "bound through a dict's item": (
+            lambda: graphs["fwd"].launch(stream=None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through a dict's item at a variable": (
+            lambda: graphs[name].launch(None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through a dict's int item": (
+            lambda: by_id[1].launch(None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "bound through a dict's item, no stream": (
+            lambda: graphs[name].launch(),
             Call("wp.Launch.launch", CMD[:1]),
         ),
         "** of a local": (
@@ -2111,7 +2128,7 @@ def test_a_site_reaching_its_receiver_through_items_is_judged_again_when_they_ch
             site(None)  # clean: learnt, then answered from the frame
         learnt = _receiver_checks_learnt()
         assert learnt, "the site was not learnt: this test would prove nothing"
-        assert any(type(s) is fastpath.Index for check in learnt for s in check.path)
+        assert any(type(s) is fastpath.Item for check in learnt for s in check.path)
         if change == "the item replaced":
             holder.cmds[0] = relay
         elif change == "the index moved":
@@ -2135,6 +2152,88 @@ def test_a_site_reaching_its_receiver_through_items_is_judged_again_when_they_ch
         finally:
             globals()["_RECORDED"], globals()["_INDEX"] = None, 0
     assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
+    assert guard.calls == 4
+
+
+def _dict_item_site(graphs, name, x):
+    graphs[name].launch(x)  # a dict's item at a variable's key: the stream by position
+
+
+_GRAPHS: dict = {}
+
+
+def _global_dict_item_site(x):
+    _GRAPHS["fwd"].launch(x)
+
+
+class _Key(str):
+    pass
+
+
+_DICT_CHANGES = [
+    "the item replaced",
+    "the key moved",
+    "the key made an int",
+    "the key made a str subclass",
+    "the key made a bool",
+    "the stored key made a str subclass",
+    "the dict made a dict subclass",
+    "the dict grown past the scan limit",
+    "the global dict's item replaced",
+]
+
+
+@pytest.mark.parametrize("change", _DICT_CHANGES)
+def test_a_site_reaching_its_receiver_through_a_dicts_item_is_judged_again_when_it_changes(
+    arr, cmd, cmd2, change
+):
+    """``graphs[name].launch(x)`` (or ``GLOBAL["fwd"].launch(x)``) found clean for a
+    recorded launch, then called with the item, the key or the dict changed: each later
+    call is judged as a guard beside a tracer judges it. Where the item became a relay
+    (it reaches ``Launch.launch(x)`` through C code) the launch has no stream; where the
+    full path cannot read the item back (a key or a stored key of the user's type, a bool
+    key, a dict past the scan limit), its verdict is the documented fallback."""
+    relay = _Holder(None, launch=functools.partial(operator.call, wp.Launch.launch))
+
+    class Relaying(dict):
+        def __getitem__(self, key):
+            return relay
+
+    graphs, name, x = {"fwd": cmd, 1: cmd}, "fwd", None
+    on_global = "global" in change
+    site = _global_dict_item_site if on_global else (lambda x: _dict_item_site(graphs, name, x))
+    globals()["_GRAPHS"] = {"fwd": cmd}
+    try:
+        with stream_explicit(strict=False) as guard:
+            for _ in range(3):
+                site(None)  # clean: learnt, then answered from the frame
+            learnt = _receiver_checks_learnt()
+            assert any(type(s) is fastpath.Item for check in learnt for s in check.path)
+            if change == "the item replaced":
+                graphs["fwd"], x = relay, cmd2
+            elif change == "the key moved":
+                graphs["bwd"], name, x = relay, "bwd", cmd2
+            elif change == "the key made an int":
+                graphs[2], name, x = relay, 2, cmd2
+            elif change == "the key made a str subclass":
+                name = _Key("fwd")
+            elif change == "the key made a bool":
+                name = True  # graphs[True] is graphs[1]
+            elif change == "the stored key made a str subclass":
+                graphs[_Key("fwd")] = graphs.pop("fwd")  # graphs["fwd"] still finds it
+            elif change == "the dict made a dict subclass":
+                graphs, x = Relaying(graphs), cmd2
+            elif change == "the dict grown past the scan limit":
+                graphs.update({f"k{n}": cmd2 for n in range(300)})
+            else:
+                _GRAPHS["fwd"], x = relay, cmd2
+            site(x)
+        truth = observe(lambda: site(x))  # judged in full, beside a tracer
+    finally:
+        globals()["_GRAPHS"] = {}
+    assert [v.api for v in guard.violations] == truth.reported
+    if x is cmd2:
+        assert truth.reported == ["wp.Launch.launch without stream="]
     assert guard.calls == 4
 
 

@@ -23,7 +23,7 @@ T = TypeVar("T")
 _MISSING = object()
 # Key types whose hash and equality run no user code.
 _PLAIN_KEYS = (str, int, bool, float, bytes, type(None))
-_DICT_SCAN_LIMIT = 256  # a dict is searched key by key (see `_dict_item`)
+DICT_SCAN_LIMIT = 256  # a dict is searched key by key (see `_dict_item`)
 
 
 def _frame_locals_type() -> type:
@@ -159,7 +159,7 @@ def _plain_key(key: object) -> bool:
 def _dict_item(mapping: dict, key: object) -> object:
     # `mapping[key]` would compare with stored keys of equal hash through *their*
     # __eq__, which may be the user's: look for the key among keys of its own type.
-    if len(mapping) > _DICT_SCAN_LIMIT:
+    if len(mapping) > DICT_SCAN_LIMIT:
         raise Unresolved("a large dict")
     kind = type(key)
     try:

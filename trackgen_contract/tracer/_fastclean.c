@@ -44,8 +44,8 @@ typedef struct {
 } StepSlots;
 
 typedef struct {
-    Py_ssize_t index, variable, from_globals;
-} IndexSlots;
+    Py_ssize_t key, variable, from_globals;
+} ItemSlots;
 
 typedef struct {
     Py_ssize_t variable, from_globals, module_body, steps;
@@ -73,18 +73,19 @@ typedef struct {
     PyObject *quiet;     /* fastpath.quiet */
     PyObject *counting;  /* fastpath.counting */
     PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *step_type;
-    PyTypeObject *index_type, *part_type, *spread_type, *quiet_type;
+    PyTypeObject *item_type, *part_type, *spread_type, *quiet_type;
     PyObject *binding_holds;  /* Binding.holds: a Spread's `loads` may be it, bound */
     CleanSlots clean;
     BindingSlots binding;
     InstanceSlots instance;  /* of fastpath._Instance: Step's and Receiver's own */
     StepSlots step;
-    IndexSlots index;
+    ItemSlots item;
     PartSlots part;
     SpreadSlots spread;
     ReceiverSlots receiver;
     QuietSlots q;
     Py_ssize_t several_others, last_now;
+    Py_ssize_t dict_scan_limit;  /* fastpath.DICT_SCAN_LIMIT: the largest dict searched */
     PyTypeObject *counter_type;  /* the class whose `clean_calls` slot count() writes */
     PyObject *counter_descr;     /* its member descriptor */
     Py_ssize_t counter_offset;
@@ -251,49 +252,81 @@ root_read(PyFrameObject *caller, PyObject *globals, int from_globals, PyObject *
     return PyFrame_GetVar(caller, variable);
 }
 
-/* `obj[key]` of an exact list or tuple as fastpath.Index.read does (a new reference), or
- * NULL where the step no longer holds. */
+/* `mapping[key]` for an exact str or int `key`, found among the stored keys of its own
+ * type as fastpath._dict_item finds it (a new reference), or NULL. Comparing exact strs
+ * or ints runs no code, so nothing changes the dict while it is read. */
 static PyObject *
-index_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *caller,
-           PyObject *globals)
+dict_item(CleanFilter *self, PyObject *mapping, PyObject *key)
 {
-    IndexSlots *ix = &self->index;
-    PyObject *index = slot(step, ix->index), *variable = slot(step, ix->variable);
-    PyObject *from_globals = slot(step, ix->from_globals);
-    if (!index || !variable || !from_globals || !(PyList_CheckExact(obj) || PyTuple_CheckExact(obj))) {
+    if (!(PyUnicode_CheckExact(key) || PyLong_CheckExact(key))
+        || PyDict_GET_SIZE(mapping) > self->dict_scan_limit) {
         return NULL;
     }
-    if (index == Py_None) {
+    Py_ssize_t pos = 0;
+    PyObject *stored, *value;
+    while (PyDict_Next(mapping, &pos, &stored, &value)) {
+        if (stored == key) {
+            return Py_NewRef(value);
+        }
+        if (Py_TYPE(stored) == Py_TYPE(key)) {
+            int equal = PyObject_RichCompareBool(stored, key, Py_EQ);
+            if (equal != 0) {
+                return equal > 0 ? Py_NewRef(value) : NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* `obj[key]` of an exact list, tuple or dict as fastpath.Item.read does (a new
+ * reference), or NULL where the step no longer holds. */
+static PyObject *
+item_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *caller,
+          PyObject *globals)
+{
+    ItemSlots *it = &self->item;
+    PyObject *key = slot(step, it->key), *variable = slot(step, it->variable);
+    PyObject *from_globals = slot(step, it->from_globals);
+    if (!key || !variable || !from_globals) {
+        return NULL;
+    }
+    if (key == Py_None) {
         if (!PyUnicode_CheckExact(variable)) {
             return NULL;
         }
-        index = root_read(caller, globals, from_globals == Py_True, variable);
+        key = root_read(caller, globals, from_globals == Py_True, variable);
+        if (key == NULL) {
+            return NULL;
+        }
     }
     else {
-        Py_INCREF(index);
+        Py_INCREF(key);
     }
-    if (index == NULL || !PyLong_CheckExact(index)) {
-        Py_XDECREF(index);
-        return NULL;
+    PyObject *item = NULL;
+    if (PyDict_CheckExact(obj)) {
+        item = dict_item(self, obj, key);
     }
-    Py_ssize_t k = PyLong_AsSsize_t(index);  /* -1 and an error where it is too large */
-    Py_DECREF(index);
-    Py_ssize_t size = PyList_CheckExact(obj) ? PyList_GET_SIZE(obj) : PyTuple_GET_SIZE(obj);
-    if (k < 0 || k >= size) {
-        return NULL;
+    else if ((PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) && PyLong_CheckExact(key)) {
+        Py_ssize_t k = PyLong_AsSsize_t(key);  /* -1 and an error where it is too large */
+        Py_ssize_t size = PyList_CheckExact(obj) ? PyList_GET_SIZE(obj) : PyTuple_GET_SIZE(obj);
+        if (k >= 0 && k < size) {
+            item = Py_NewRef(PyList_CheckExact(obj) ? PyList_GET_ITEM(obj, k)
+                                                    : PyTuple_GET_ITEM(obj, k));
+        }
     }
-    return Py_NewRef(PyList_CheckExact(obj) ? PyList_GET_ITEM(obj, k) : PyTuple_GET_ITEM(obj, k));
+    Py_DECREF(key);
+    return item;
 }
 
 /* One step of a receiver's path read off `obj` (a new reference), or NULL where it no
  * longer holds: `obj.<name>` read from its own __dict__ as fastpath.Step.read does, or
- * an item (index_read). */
+ * an item (item_read). */
 static PyObject *
 step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *caller,
           PyObject *globals)
 {
-    if (Py_IS_TYPE(step, self->index_type)) {
-        return index_read(self, step, obj, caller, globals);
+    if (Py_IS_TYPE(step, self->item_type)) {
+        return item_read(self, step, obj, caller, globals);
     }
     if (!Py_IS_TYPE(step, self->step_type)) {
         return NULL;
@@ -786,7 +819,7 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->binding_type);
     Py_VISIT(self->receiver_type);
     Py_VISIT(self->step_type);
-    Py_VISIT(self->index_type);
+    Py_VISIT(self->item_type);
     Py_VISIT(self->part_type);
     Py_VISIT(self->spread_type);
     Py_VISIT(self->binding_holds);
@@ -810,7 +843,7 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->binding_type);
     Py_CLEAR(self->receiver_type);
     Py_CLEAR(self->step_type);
-    Py_CLEAR(self->index_type);
+    Py_CLEAR(self->item_type);
     Py_CLEAR(self->part_type);
     Py_CLEAR(self->spread_type);
     Py_CLEAR(self->binding_holds);
@@ -870,7 +903,7 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
         || get_type(fastpath, "Binding", &self->binding_type) < 0
         || get_type(fastpath, "Receiver", &self->receiver_type) < 0
         || get_type(fastpath, "Step", &self->step_type) < 0
-        || get_type(fastpath, "Index", &self->index_type) < 0
+        || get_type(fastpath, "Item", &self->item_type) < 0
         || get_type(fastpath, "Part", &self->part_type) < 0
         || get_type(fastpath, "Spread", &self->spread_type) < 0
         || get_type(fastpath, "Quiet", &self->quiet_type) < 0) {
@@ -878,6 +911,15 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
     }
     self->binding_holds = PyObject_GetAttrString((PyObject *)self->binding_type, "holds");
     if (self->binding_holds == NULL) {
+        return -1;
+    }
+    PyObject *limit = PyObject_GetAttrString(fastpath, "DICT_SCAN_LIMIT");
+    self->dict_scan_limit = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
+    Py_XDECREF(limit);
+    if (self->dict_scan_limit < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "fastpath.DICT_SCAN_LIMIT is negative");
+        }
         return -1;
     }
     if (!PyDict_CheckExact(self->table)) {
@@ -915,9 +957,9 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(receiver, "changeable", &i->changeable) < 0
             || slot_offset(step, "name", &st->name) < 0
             || slot_offset(step, "shadow", &st->shadow) < 0
-            || slot_offset(self->index_type, "index", &self->index.index) < 0
-            || slot_offset(self->index_type, "variable", &self->index.variable) < 0
-            || slot_offset(self->index_type, "from_globals", &self->index.from_globals) < 0
+            || slot_offset(self->item_type, "key", &self->item.key) < 0
+            || slot_offset(self->item_type, "variable", &self->item.variable) < 0
+            || slot_offset(self->item_type, "from_globals", &self->item.from_globals) < 0
             || slot_offset(self->part_type, "variable", &self->part.variable) < 0
             || slot_offset(self->part_type, "from_globals", &self->part.from_globals) < 0
             || slot_offset(self->part_type, "module_body", &self->part.module_body) < 0

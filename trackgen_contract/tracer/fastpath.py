@@ -44,7 +44,7 @@ from functools import partial
 from types import CodeType, FrameType, MappingProxyType
 
 from ..callsite import CallSite, call_site
-from ..callsite.readback import class_lookup
+from ..callsite.readback import DICT_SCAN_LIMIT, class_lookup
 from ..callsite.values import Args, Const, Kwargs, Method, Ref, Star
 from ..registry import Entry
 from ..sites import module_name
@@ -506,10 +506,11 @@ _MAX_PATH = 4  # attributes and items read on the way to a receiver (``self.a.b.
 
 def _callable_check(func: object, callee: CodeType, caller: FrameType) -> Check | bool:
     # ``name(...)``, ``module.name(...)`` and ``obj.method(...)``, ``obj`` a local or a
-    # global, or reached from one through instances' own attributes and items of lists
-    # and tuples (``self.cmd.launch``, ``self.cmds[i].launch``), in a function or a
-    # module's body: the attribute may be loaded as a method (`Method`) or as a plain
-    # attribute (a `Ref` step), by version.
+    # global, or reached from one through instances' own attributes and items of lists,
+    # tuples and dicts (``self.cmd.launch``, ``self.cmds[i].launch``,
+    # ``self.graphs["fwd"].launch``), in a function or a module's body: the attribute
+    # may be loaded as a method (`Method`) or as a plain attribute (a `Ref` step), by
+    # version.
     if type(func) is Method and type(func.receiver) is Ref:
         ref, attribute = func.receiver, func.name
         steps = ref.steps
@@ -570,9 +571,9 @@ def _bound_method_check(
     caller: FrameType,
 ) -> Check | bool:
     """``obj.method(...)``, `obj` a local or a global `variable` or reached from one by
-    `path` (the `Ref`'s steps), each attribute an instance's own, each item a list's or a
-    tuple's: the same classes, the last one defining the method itself, unshadowed by its
-    instance's own ``__dict__`` (`Receiver`)."""
+    `path` (the `Ref`'s steps), each attribute an instance's own, each item a list's, a
+    tuple's or a dict's (`Item`): the same classes, the last one defining the method
+    itself, unshadowed by its instance's own ``__dict__`` (`Receiver`)."""
     steps, obj = _walk(scope, variable, path, caller)
     if obj is _GONE:
         return False
@@ -588,14 +589,14 @@ def _bound_method_check(
 
 def _walk(
     scope: str, variable: str, path: tuple[tuple[str, object], ...], caller: FrameType
-) -> tuple[tuple[Step | Index, ...], object]:
+) -> tuple[tuple[Step | Item, ...], object]:
     """The steps that read a `Ref`'s `path` off its root (a local or a global
     `variable`) the way the site does, and the object they reach now, or `_GONE` where a
     step would not be read back that way."""
     obj = _root(scope, variable, caller)
     steps = []
     for kind, key in path:
-        step = Step.learnt(obj, key) if kind == "attr" else Index.learnt(obj, key, scope)  # type: ignore[arg-type]
+        step = Step.learnt(obj, key) if kind == "attr" else Item.learnt(obj, key, scope)  # type: ignore[arg-type]
         obj = _GONE if step is None else step.read(obj, caller)
         if obj is _GONE:
             break
@@ -603,7 +604,7 @@ def _walk(
     return tuple(steps), obj
 
 
-def _follow(scope: str, variable: str, steps: tuple[Step | Index, ...], frame: FrameType) -> object:
+def _follow(scope: str, variable: str, steps: tuple[Step | Item, ...], frame: FrameType) -> object:
     """What `steps` (see `_walk`) reach from their root in `frame` now, or `_GONE`."""
     obj = _root(scope, variable, frame)
     for step in steps:
@@ -665,7 +666,7 @@ class Part:
 
     __slots__ = ("from_globals", "module_body", "scope", "steps", "variable")
 
-    def __init__(self, scope: str, variable: str, steps: tuple[Step | Index, ...]) -> None:
+    def __init__(self, scope: str, variable: str, steps: tuple[Step | Item, ...]) -> None:
         self.scope, self.variable, self.steps = scope, variable, steps
         self.from_globals, self.module_body = scope != "fast", scope == "name"
 
@@ -822,29 +823,35 @@ class Step(_Instance):
         return dict.get(own, self.name, _GONE)
 
 
-class Index:
-    """One item on a receiver's path (``self.cmds[0]``, ``cmds[i]``): of an exact list or
-    tuple, at a constant `index`, or at the int a `variable` holds (the caller's local,
-    or its global where `from_globals`: in a module's body, whose locals the `Receiver`
-    checks are its globals). Read as the call's subscript reads it, which for these
-    types runs no code of the user's; anything else (a dict, a negative or bool key, the
-    user's sequence) is judged in full."""
+class Item:
+    """One item on a receiver's or a part's path (``self.cmds[0]``, ``cmds[i]``,
+    ``self.graphs["fwd"]``, ``**CONFIG[name]``): of an exact list or tuple at a
+    non-negative int, or of an exact dict at an exact str or int; the `key` a constant, or
+    what a `variable` holds (the caller's local, or its global where `from_globals`: in a
+    module's body, whose locals the `Receiver` checks are its globals). Read as the call's
+    subscript reads it, where that runs no code of the user's (a dict's item is looked
+    for among its keys of the key's own type, as the full path does, see
+    `readback.item`); anything else (a negative or bool key, the user's container, a key
+    found another way) is judged in full."""
 
-    __slots__ = ("from_globals", "index", "variable")
+    __slots__ = ("from_globals", "key", "variable")
 
-    def __init__(self, index: int | None, variable: str | None, from_globals: bool) -> None:
-        self.index, self.variable, self.from_globals = index, variable, from_globals
+    def __init__(self, key: int | str | None, variable: str | None, from_globals: bool) -> None:
+        self.key, self.variable, self.from_globals = key, variable, from_globals
 
     @classmethod
-    def learnt(cls, obj: object, key: object, scope: str) -> Index | None:
-        """The step reading `key` (a `Const` or a `Ref` of the call site) off a list or a
-        tuple, or None where it would not be read back that way; the receiver's root is
-        read in `scope`."""
-        if type(obj) is not list and type(obj) is not tuple:
+    def learnt(cls, obj: object, key: object, scope: str) -> Item | None:
+        """The step reading `key` (a `Const` or a `Ref` of the call site) off a list, a
+        tuple or a dict, or None where it would not be read back that way; the
+        receiver's root is read in `scope`."""
+        kind = type(obj)
+        if kind is not list and kind is not tuple and kind is not dict:
             return None
         if type(key) is Const:
-            index = key.value  # type: ignore[attr-defined]
-            return cls(index, None, False) if type(index) is int and index >= 0 else None
+            value = key.value  # type: ignore[attr-defined]
+            if kind is dict and (type(value) is str or type(value) is int):
+                return cls(value, None, False)
+            return cls(value, None, False) if type(value) is int and value >= 0 else None
         if type(key) is not Ref or key.steps:  # type: ignore[attr-defined]
             return None
         # A name in a module's body is read there from its globals (see Receiver).
@@ -854,20 +861,39 @@ class Index:
 
     def read(self, obj: object, frame: FrameType) -> object:
         """``obj[key]`` as the call loads it, or `_GONE` where this step no longer holds."""
-        if type(obj) is not list and type(obj) is not tuple:
+        key = self.key
+        if key is None:
+            key = _root("global" if self.from_globals else "fast", self.variable, frame)  # type: ignore[arg-type]
+        kind = type(obj)
+        if kind is dict:
+            return _dict_item(obj, key)  # type: ignore[arg-type]
+        if kind is not list and kind is not tuple:
             return _GONE
-        index = self.index
-        if index is None:
-            index = _root("global" if self.from_globals else "fast", self.variable, frame)  # type: ignore[arg-type]
-        if type(index) is not int or index < 0 or index >= len(obj):  # type: ignore[arg-type]
+        if type(key) is not int or key < 0 or key >= len(obj):  # type: ignore[arg-type,operator]
             return _GONE
-        return obj[index]  # type: ignore[index]
+        return obj[key]  # type: ignore[index]
+
+
+def _dict_item(mapping: dict, key: object) -> object:
+    """``mapping[key]`` for an exact str or int `key`, found among the stored keys of its
+    own type as `readback.item` finds it (a lookup by hash would run the ``__eq__`` of a
+    stored key of the user's type); `_GONE` where it is not found that way."""
+    kind = type(key)
+    if (kind is not str and kind is not int) or len(mapping) > DICT_SCAN_LIMIT:
+        return _GONE
+    try:
+        for stored, value in dict.items(mapping):
+            if stored is key or (type(stored) is kind and stored == key):
+                return value
+    except RuntimeError:  # changed size as it was read: another thread wrote to it
+        pass
+    return _GONE
 
 
 class Receiver(_Instance):
     """The check of an ``obj.method(...)`` site: `obj`, the local or global (`scope`:
     ``"fast"``, ``"global"``, or ``"name"`` in a module's body, see `_module_body`)
-    `variable`, or reached from it by the `path` of `Step` and `Index`, is still an instance of
+    `variable`, or reached from it by the `path` of `Step` and `Item`, is still an instance of
     `cls`, whose own namespace binds `attribute` to `target` (the watched function), and
     whose own ``__dict__`` does not shadow it (see `_Instance`)."""
 
@@ -886,7 +912,7 @@ class Receiver(_Instance):
         self,
         scope: str,
         variable: str,
-        path: tuple[Step | Index, ...],
+        path: tuple[Step | Item, ...],
         cls: type,
         attribute: str,
         target: object,
