@@ -20,6 +20,7 @@ import cProfile
 import functools
 import gc
 import operator
+import subprocess
 import sys
 import threading
 import time
@@ -2166,10 +2167,6 @@ def _global_dict_item_site(x):
     _GRAPHS["fwd"].launch(x)
 
 
-class _Key(str):
-    pass
-
-
 _DICT_CHANGES = [
     "the item replaced",
     "the key moved",
@@ -2216,11 +2213,11 @@ def test_a_site_reaching_its_receiver_through_a_dicts_item_is_judged_again_when_
             elif change == "the key made an int":
                 graphs[2], name, x = relay, 2, cmd2
             elif change == "the key made a str subclass":
-                name = _Key("fwd")
+                name = _Keyword("fwd")
             elif change == "the key made a bool":
                 name = True  # graphs[True] is graphs[1]
             elif change == "the stored key made a str subclass":
-                graphs[_Key("fwd")] = graphs.pop("fwd")  # graphs["fwd"] still finds it
+                graphs[_Keyword("fwd")] = graphs.pop("fwd")  # graphs["fwd"] still finds it
             elif change == "the dict made a dict subclass":
                 graphs, x = Relaying(graphs), cmd2
             elif change == "the dict grown past the scan limit":
@@ -2235,6 +2232,97 @@ def test_a_site_reaching_its_receiver_through_a_dicts_item_is_judged_again_when_
     if x is cmd2:
         assert truth.reported == ["wp.Launch.launch without stream="]
     assert guard.calls == 4
+
+
+class _Meddling(str):
+    """A class-dict key equal to its own text, hashed as `target` (a name the check looks
+    up in class dicts): its ``__eq__`` runs `then` once, when armed."""
+
+    armed: list = []
+
+    def __new__(cls, text, target, then):
+        key = super().__new__(cls, text)
+        key.target, key.then = target, then
+        return key
+
+    def __hash__(self):
+        return hash(self.target)
+
+    def __eq__(self, other):
+        if self.then in _Meddling.armed:
+            _Meddling.armed.remove(self.then)
+            self.then()
+        return str.__eq__(self, other)
+
+
+def _meddled_classes(moves):
+    """Holder classes whose dicts hold `_Meddling` keys: the first run when the check
+    looks for ``__getattribute__``, the second when it looks for ``cmd`` on the class the
+    instance has then. A long chain of bases: an MRO that is let go is not kept for reuse."""
+    base = object
+    for n in range(24):
+        base = type(f"Link{n}", (base,), {})
+    first = type("First", (base,), {_Meddling("k1", "__getattribute__", moves[0]): 1})
+    second = type("Second", (first,), {_Meddling("k2", "cmd", moves[1]): 1})
+    return first, second, type("Elsewhere", (base,), {})
+
+
+_MEDDLING = ["the class changed", "the bases changed", "the class, then its bases changed"]
+
+
+@pytest.mark.parametrize("change", _MEDDLING)
+def test_a_check_whose_lookup_runs_the_users_eq_is_judged_as_the_full_path_judges(arr, cmd, change):
+    """``holder.cmd.launch(None)`` found clean, then a key of the user's type in a class
+    dict, compared by the check's own lookups, changes the holder's class or that class's
+    bases half-way through the check (letting go of the MRO the check walks): the call is
+    judged as a guard beside a tracer judges it, and nothing reads what was let go."""
+    holder = None
+
+    def to_second():
+        holder.__class__ = second
+
+    def rebase():
+        second.__bases__ = (elsewhere,)
+        junk = [tuple(range(len(second.__mro__) + 1)) for _ in range(50)]  # reuse the memory
+        del junk
+
+    moves = {
+        "the class changed": (to_second, None),
+        "the bases changed": (None, rebase),
+        "the class, then its bases changed": (to_second, rebase),
+    }[change]
+    first, second, elsewhere = _meddled_classes(moves)
+    holder = first.__new__(second if moves[0] is None else first)
+    holder.cmd = cmd
+
+    def site():
+        holder.cmd.launch(None)
+
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            site()
+        assert _receiver_checks_learnt() or sys.version_info < (3, 13)
+        _Meddling.armed[:] = [m for m in moves if m is not None]
+        site()
+    assert _Meddling.armed == [] or sys.version_info < (3, 13)  # they ran in the check
+    _Meddling.armed[:] = []
+    truth = observe(site)  # judged in full, beside a tracer
+    assert [v.api for v in guard.violations] == truth.reported == []
+    assert guard.calls == 4
+
+
+def test_those_checks_read_nothing_let_go_under_the_debug_allocator():
+    """The test above again, in a child under ``-X dev``: its allocator fills memory that
+    is let go at once, so a check still reading an MRO it does not hold crashes there."""
+    child = ["-X", "dev", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
+    done = subprocess.run(
+        [sys.executable, *child, "-W", "ignore::DeprecationWarning", __file__, "-k", "lookup_runs"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "3 passed" in done.stdout
 
 
 _SPREAD_CASES = [

@@ -179,6 +179,18 @@ binding_holds(CleanFilter *self, PyObject *binding, PyFrameObject *caller, PyObj
 }
 
 #if PY_VERSION_HEX >= 0x030C0000
+/* Whether `obj` is still an instance of the class `instance` (fastpath._Instance) names,
+ * whose MRO is still the one it holds (_Instance.still). Asked again after lookups in a
+ * class's or an instance's dict: a stored key of the user's type may run its __eq__ in
+ * them, and that may change either. */
+static int
+still_instance(CleanFilter *self, PyObject *instance, PyObject *obj)
+{
+    PyObject *cls = slot(instance, self->instance.cls), *mro = slot(instance, self->instance.mro);
+    return cls != NULL && mro != NULL && PyType_Check(cls) && (PyObject *)Py_TYPE(obj) == cls
+           && ((PyTypeObject *)cls)->tp_mro == mro;
+}
+
 /* `obj`'s own __dict__ (a new reference) where it is still the instance `instance`
  * (fastpath._Instance) describes, else NULL (no error of its own set: the callback
  * clears any). */
@@ -187,10 +199,9 @@ own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
 {
     InstanceSlots *i = &self->instance;
     PyObject *cls = slot(instance, i->cls), *instance_dict = slot(instance, i->instance_dict);
-    PyObject *mro = slot(instance, i->mro), *changeable = slot(instance, i->changeable);
-    if (!cls || !instance_dict || !mro || !changeable || !PyType_Check(cls)
-        || !PyTuple_CheckExact(changeable) || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type)
-        || (PyObject *)Py_TYPE(obj) != cls || ((PyTypeObject *)cls)->tp_mro != mro) {
+    PyObject *changeable = slot(instance, i->changeable);
+    if (!instance_dict || !changeable || !PyTuple_CheckExact(changeable)
+        || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type) || !still_instance(self, instance, obj)) {
         return NULL;
     }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(changeable); k++) {
@@ -202,6 +213,9 @@ own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
             return NULL;
         }
     }
+    if (!still_instance(self, instance, obj)) {
+        return NULL;
+    }
     PyObject *own = Py_TYPE(instance_dict)->tp_descr_get(instance_dict, obj, cls);
     if (own != NULL && !PyDict_Check(own)) {
         Py_CLEAR(own);
@@ -210,7 +224,9 @@ own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
 }
 
 /* Whether `type`'s MRO holds first under `name` what `shadow` says (fastpath._shadow):
- * `()` for nothing, `(value,)` for that very value. */
+ * `()` for nothing, `(value,)` for that very value. The MRO is held while it is walked:
+ * a lookup may run a stored key's __eq__, which may give the class new bases and let go
+ * of its old MRO. */
 static int
 same_shadow(PyTypeObject *type, PyObject *name, PyObject *shadow)
 {
@@ -219,25 +235,27 @@ same_shadow(PyTypeObject *type, PyObject *name, PyObject *shadow)
         || PyTuple_GET_SIZE(shadow) > 1) {
         return 0;
     }
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
+    Py_INCREF(mro);
+    int answer = -1;
+    for (Py_ssize_t k = 0; answer < 0 && k < PyTuple_GET_SIZE(mro); k++) {
         PyObject *klass = PyTuple_GET_ITEM(mro, k);
         PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
         if (space == NULL) {
-            return 0;
+            answer = 0;
+            break;
         }
         PyObject *found = PyDict_GetItemWithError(space, name);
         /* Compared before the dict is let go: nothing runs in between. */
-        int answer = found == NULL ? -1
-                     : PyTuple_GET_SIZE(shadow) == 1 && found == PyTuple_GET_ITEM(shadow, 0);
+        if (found != NULL) {
+            answer = PyTuple_GET_SIZE(shadow) == 1 && found == PyTuple_GET_ITEM(shadow, 0);
+        }
+        else if (PyErr_Occurred()) {
+            answer = 0;
+        }
         Py_DECREF(space);
-        if (answer >= 0) {
-            return answer;
-        }
-        if (PyErr_Occurred()) {
-            return 0;
-        }
     }
-    return PyTuple_GET_SIZE(shadow) == 0;
+    Py_DECREF(mro);
+    return answer < 0 ? PyTuple_GET_SIZE(shadow) == 0 : answer;
 }
 
 /* The caller's local `variable`, as f_locals has it, or its plain dict of globals' (never
@@ -340,10 +358,15 @@ step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *calle
         return NULL;
     }
     PyObject *value = NULL;
-    if (same_shadow(Py_TYPE(obj), name, shadow)) {
+    /* The class the step names (own_dict found it `obj`'s), which the step holds. */
+    PyTypeObject *cls = (PyTypeObject *)slot(step, self->instance.cls);
+    if (same_shadow(cls, name, shadow)) {
         value = Py_XNewRef(PyDict_GetItemWithError(own, name));
     }
     Py_DECREF(own);
+    if (value != NULL && !still_instance(self, step, obj)) {
+        Py_CLEAR(value);
+    }
     return value;
 }
 
@@ -393,7 +416,7 @@ receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObje
         goto done;
     }
     own = own_dict(self, check, obj);
-    if (own != NULL && PyDict_Contains(own, attribute) == 0) {
+    if (own != NULL && PyDict_Contains(own, attribute) == 0 && still_instance(self, check, obj)) {
         result = ANSWERED;
     }
 done:

@@ -776,15 +776,22 @@ class _Instance:
         self.mro = _type_mro(cls)
         self.changeable = tuple(k for k in self.mro if _type_flags(k) & _HEAPTYPE)
 
+    def still(self, obj: object) -> bool:
+        """Whether `obj` is still an instance of `cls`, whose MRO is still `mro`. Asked
+        again after lookups in a class's or an instance's dict: a stored key of the
+        user's type may run its ``__eq__`` in them, and that may change either."""
+        return type(obj) is self.cls and _type_mro(self.cls) is self.mro
+
     def own(self, obj: object) -> dict | None:
         """`obj`'s own ``__dict__`` where `obj` is still such an instance, else None."""
-        cls = self.cls
-        if type(obj) is not cls or _type_mro(cls) is not self.mro:
+        if not self.still(obj):
             return None  # another class, or its bases were changed
         for klass in self.changeable:
             if "__getattribute__" in _type_dict(klass):
                 return None  # given one since (by the class or a base)
-        own = _get_descriptor(self.instance_dict, obj, cls)
+        if not self.still(obj):
+            return None
+        own = _get_descriptor(self.instance_dict, obj, self.cls)
         # A dict subclass is read as a plain dict, as Python does.
         return own if type(own) is dict or issubclass(type(own), dict) else None
 
@@ -820,7 +827,8 @@ class Step(_Instance):
         shadow = _shadow(self.cls, self.name)
         if len(shadow) != len(self.shadow) or (shadow and shadow[0] is not self.shadow[0]):
             return _GONE  # the class was given an attribute of that name since
-        return dict.get(own, self.name, _GONE)
+        value = dict.get(own, self.name, _GONE)
+        return value if self.still(obj) else _GONE
 
 
 class Item:
@@ -930,7 +938,7 @@ class Receiver(_Instance):
         if type(obj) is not self.cls or self.namespace.get(self.attribute) is not self.target:
             return False
         own = self.own(obj)
-        return own is not None and not _dict_has(own, self.attribute)
+        return own is not None and not _dict_has(own, self.attribute) and self.still(obj)
 
 
 _get_descriptor = types.GetSetDescriptorType.__get__
