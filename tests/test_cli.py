@@ -681,6 +681,19 @@ def test_no_hot_path_checks_the_whole_run(tmp_path):
     assert header.split() == ["Warp", "call", "calls", "breaches"]
 
 
+def test_one_call_warp_serves_with_several_allocations_counts_once(tmp_path):
+    body = "for _ in range(3):\n    wp.zeros(8, dtype=float, device='cpu', requires_grad=True)\n"
+    status, _, err = trace("--json", tmp_path / "r.json", program(tmp_path, PRELUDE + body))
+    assert status == BREACHES, err
+    document = load(tmp_path / "r.json")
+    counted = {(b["api"], b["site"]["lineno"]): b["count"] for b in document["breaches"]}
+    assert counted == {("wp.zeros()", 11): 3, ("wp.zeros()", 9): 1}  # the prelude's a = ...
+    zeros = next(c for c in document["calls"] if c["api"] == "wp.zeros")
+    assert (zeros["calls"], zeros["breaches"]) == (4, 4)  # not 7: a gradient is no call
+    allocated = [c for c in document["calls"] if c["inside"] == "wp.zeros"]
+    assert {c["api"]: c["calls"] for c in allocated}["wp.CpuDefaultAllocator.allocate"] == 7
+
+
 def _table_header(err):
     return err.split("Warp calls seen\n")[1].splitlines()[0]
 

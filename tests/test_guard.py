@@ -258,6 +258,44 @@ def test_sanction_kind_must_be_a_string(kind):
         pass
 
 
+# --- one call of the program, one violation -------------------------------------------------
+
+
+def _grad_arrays(n):
+    for _ in range(n):
+        wp.zeros(8, dtype=float, device="cpu", requires_grad=True)  # the array, its gradient
+
+
+def test_one_call_that_warp_serves_with_two_allocations_is_one_violation():
+    with no_allocation(strict=False) as guard:
+        _grad_arrays(3)  # each call a new one: three violations, not one and not six
+        grads = wp.zeros(8, dtype=float, device="cpu", requires_grad=True)
+        wp.clone(grads)  # its copy and its gradient's
+    lines = [(v.api, v.site.lineno) for v in guard.violations]
+    line = _grad_arrays.__code__.co_firstlineno + 2
+    assert lines == [("wp.zeros()", line)] * 3 + [
+        ("wp.zeros()", lines[3][1]),
+        ("wp.clone()", lines[3][1] + 1),
+    ]
+    assert guard._once._last == {}  # the frames it told the calls apart by: let go
+
+
+def test_a_utility_making_several_breaches_of_one_kind_is_one_per_call():
+    import warp.sparse as sparse
+
+    rows, columns = wp.array([0, 1], dtype=int), wp.array([1, 0], dtype=int)
+    matrix = sparse.bsr_from_triplets(2, 2, rows, columns, wp.array([1.0, 2.0], dtype=float))
+    with hot_path_guard(strict=False) as guard:
+        for _ in range(2):
+            sparse.bsr_transposed(matrix)  # four allocations and a launch, each time
+    assert sorted((v.category, v.api) for v in guard.violations) == [
+        ("allocation", "wp.sparse.bsr_transposed()"),
+        ("allocation", "wp.sparse.bsr_transposed()"),
+        ("stream", "wp.launch without stream="),
+        ("stream", "wp.launch without stream="),
+    ]
+
+
 # --- the debug sync switch -----------------------------------------------------------------
 
 

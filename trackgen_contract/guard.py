@@ -18,11 +18,13 @@ from .rules import (
     Finding,
     Key,
     Known,
+    OncePerProgramCall,
     SiteVerdicts,
     Violation,
     clean_under_every_policy,
     covers,
     covers_clean,
+    finding_row,
     make_policy,
 )
 from .tracer import CallRefused, Tracer, WarpCall
@@ -183,6 +185,7 @@ class HotPathGuard:
         # Pragmas on breaching lines that cannot be read, by (file, line): raised on exit.
         self._unread: dict[tuple[str, int], PragmaError] = {}
         self._verdicts = SiteVerdicts(self._policy)
+        self._once = OncePerProgramCall()  # of the block: one violation per program call
 
     @property
     def checks(self) -> frozenset[str]:
@@ -239,6 +242,7 @@ class HotPathGuard:
             self.blind = self.blind or tracer.blind
             self._clean = tracer.clean_calls
         self._verdicts.forget()  # it holds the block's code objects
+        self._once.forget()  # and this, frames
         generation, self._hidden_env = self._hidden_env, None
         if generation is not None:
             _debug_sync.restore(generation)
@@ -270,7 +274,8 @@ class HotPathGuard:
         if known is None and not findings and clean_under_every_policy(call):
             call.learn_clean()  # later calls at this site need no WarpCall at all
         for finding in findings:
-            self._record(finding)
+            if self._once.first(call, finding_row(finding)):
+                self._record(finding)
         if known is not None:
             self._answer_repeats(call, known)
 

@@ -27,10 +27,12 @@ from .rules import (
     Finding,
     Key,
     Known,
+    OncePerProgramCall,
     Policy,
     SiteVerdicts,
     Violation,
     covers,
+    finding_row,
 )
 from .sites import Site
 from .tracer import Tracer, WarpCall
@@ -146,6 +148,9 @@ class Recording:
     blind: str | None = None
     verdicts: SiteVerdicts = field(init=False, repr=False)
     _tracer: Tracer | None = field(default=None, init=False, repr=False)
+    # One program call gives one call in the table's row named by it, and one finding.
+    _calls_once: OncePerProgramCall = field(default_factory=OncePerProgramCall, repr=False)
+    _findings_once: OncePerProgramCall = field(default_factory=OncePerProgramCall, repr=False)
 
     def __post_init__(self) -> None:
         self.verdicts = SiteVerdicts(self.policy)
@@ -170,17 +175,26 @@ class Recording:
 
     def on_call(self, call: WarpCall) -> None:
         """Count one watched call and record what the rules make of it."""
-        count = self.calls.setdefault(call_name(call), ApiCount())
-        count.calls += 1
+        name = call_name(call)
+        count = self.calls.setdefault(name, ApiCount())
+        # A row named by the program's call counts that call once, however many calls
+        # Warp makes for it (the two allocations of wp.zeros(n, requires_grad=True)).
+        new = name.inside is not None or self._calls_once.first(call, name)
+        count.calls += new
         covered = covers(call, self.policy)
         self.checked += covered
         hot = call.in_hot_path
         if hot:
-            count.in_hot_paths += 1
+            count.in_hot_paths += new
             if covered:
                 self.hot_calls.update(hotpaths.keys_on_stack(sys._getframe()))
         findings, known = self.verdicts.judge(call)
-        tallies = [self._record(finding, hot, count) for finding in findings]
+        once = self._findings_once
+        tallies = [
+            self._record(finding, hot, count)
+            for finding in findings
+            if once.first(call, finding_row(finding))
+        ]
         if known is not None and not self.strict and call.direct:
             self._answer_repeats(call, known, count, tallies, covered)
 

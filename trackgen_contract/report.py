@@ -211,8 +211,9 @@ def _pragma_lines(findings: Findings, style: _Style) -> list[str]:
 
 _LEGEND = (
     "(inside X): a call Warp made itself while running X for the program. A launch or copy "
-    "there counts as the program's own (it is made on its behalf); anything else is Warp's "
-    "own use, not a breach."
+    "there counts as the program's own (it is made on its behalf), and so does a host sync, "
+    "an allocation or a capture (checked whoever makes them), once per call of X; a memset "
+    "or a ScopedStream there is Warp's own use, not a breach."
 )
 
 

@@ -509,6 +509,43 @@ class SiteVerdicts:
         self._known.clear()
 
 
+class OncePerProgramCall:
+    """One call of the program gives one violation: of the watched calls Warp makes
+    itself while serving one call of the program (the two allocations of
+    ``wp.zeros(n, requires_grad=True)``, each readback of one ``wp.optim.linear.cg``),
+    only the first of each kind (a report's row: a category and an API, see
+    `finding_row`; a row of the table of calls) counts. The program's call
+    is told by the frame of the outermost Warp function running for it
+    (`WarpCall.outer_frame`), held here, per kind and thread, until another takes its
+    place or `forget` (a guard's exit): while it is held, no other frame takes its id.
+    So one Warp function's frame per kind and thread may outlive its call for a while,
+    with its locals; nothing is held once forgotten."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[object, int], object] = {}
+
+    def first(self, call: WarpCall, kind: object) -> bool:
+        """Whether `call` is the first of `kind` for the program's call it serves (any
+        call the program made directly is). A live call only."""
+        outer = call.outer_frame
+        if outer is None:
+            return True
+        key = (kind, call.thread)
+        if self._last.get(key) is outer:
+            return False
+        self._last[key] = outer
+        return True
+
+    def forget(self) -> None:
+        """Let go of the frames held."""
+        self._last.clear()
+
+
+def finding_row(finding: Finding) -> tuple[str, str]:
+    """The report's row a finding goes to, but for its site: its category and API."""
+    return finding.violation.category, finding.violation.api
+
+
 def clean_under_every_policy(call: WarpCall) -> bool:
     """Whether no check of any policy can fire on `call`, nor on any call made the same
     way from the same call site: a launch, or a copy on a runtime without CUDA, whose

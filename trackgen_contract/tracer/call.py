@@ -50,13 +50,15 @@ class WarpCall:
 
     # `explicit`, read at every launch and copy, has a slot of its own; the other fields go
     # to `_values` once read. Made at every watched call: kept small.
-    __slots__ = ("_explicit", "_frame", "_values", "entry")  # _explicit: a callsite Passed
+    # _outer: the walk's outermost Warp frame, while the call is live (see `outer_frame`).
+    __slots__ = ("_explicit", "_frame", "_outer", "_values", "entry")
 
     def __init__(self, entry: Entry, frame: FrameType) -> None:
         self.entry = entry
         self._frame: FrameType | None = frame
-        self._explicit: object = _UNREAD
+        self._explicit: object = _UNREAD  # a callsite Passed, once read
         self._values: dict[str, object] | None = None
+        self._outer: FrameType | None = None
 
     @classmethod
     def of(
@@ -137,7 +139,7 @@ class WarpCall:
     def release(self) -> None:
         """Let go of the frames: the call has started. What was found static about a
         direct call's site is kept for the next call there."""
-        frame, self._frame = self._frame, None
+        frame, self._frame, self._outer = self._frame, None, None
         values = self._values
         if (
             values
@@ -290,6 +292,17 @@ class WarpCall:
         return self._walk()[2]
 
     @property
+    def outer_frame(self) -> FrameType | None:
+        """For a call Warp made itself, the frame of the outermost Warp function running
+        for the program: the program's one call that this call serves (two allocations of
+        one ``wp.zeros(n, requires_grad=True)`` share it). None for a call the program
+        made directly, and once the call has started: the frame is not kept."""
+        if self._frame is None:
+            return None
+        self._walk()
+        return self._outer
+
+    @property
     def direct(self) -> bool:
         """Whether the caller is the user's code, not Warp's (or this package's)."""
         return self._read(  # type: ignore[return-value]
@@ -329,6 +342,7 @@ class WarpCall:
             if in_warp(current):
                 outermost = current
             current = current.f_back
+        self._outer = outermost
         if outermost is None:
             via = self.entry.api
         else:
