@@ -694,6 +694,34 @@ def test_one_call_warp_serves_with_several_allocations_counts_once(tmp_path):
     assert {c["api"]: c["calls"] for c in allocated}["wp.CpuDefaultAllocator.allocate"] == 7
 
 
+def test_a_call_is_named_as_the_public_api_of_a_subpackage_imported_late(tmp_path):
+    # warp.optim and warp.fem are imported after the first breach named by its Warp call;
+    # Trimesh2D and Trimesh3D share their constructor's code.
+    body = """\
+    import numpy as np
+    import warp.fem as fem
+    import warp.optim
+    warp.optim.Adam([a], lr=0.1)
+    triangles = wp.array(np.array([[0, 1, 2], [1, 3, 2]], dtype=np.int32))
+    corners = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float32)
+    in_3d = wp.array(corners, dtype=wp.vec3)
+    in_2d = wp.array(corners[:, :2].copy(), dtype=wp.vec2)
+    fem.Trimesh3D(tri_vertex_indices=triangles, positions=in_3d)
+    fem.Trimesh2D(tri_vertex_indices=triangles, positions=in_2d)
+    """
+    source = PRELUDE.replace('device="cpu")', 'device="cpu")\nwp.set_device("cpu")')
+    path = program(tmp_path, source + textwrap.dedent(body))
+    status, _, err = trace("--checks", "allocation", "--json", tmp_path / "r.json", path)
+    assert status == BREACHES, err
+    named = {b["site"]["lineno"]: b["api"] for b in load(tmp_path / "r.json")["breaches"]}
+    first = len(source.splitlines()) + 1
+    assert [named[first + k] for k in (3, 8, 9)] == [
+        "wp.optim.Adam()",
+        "wp.fem.Trimesh3D()",
+        "wp.fem.Trimesh2D()",
+    ]
+
+
 def _table_header(err):
     return err.split("Warp calls seen\n")[1].splitlines()[0]
 

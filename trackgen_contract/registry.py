@@ -16,7 +16,7 @@ import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import CodeType
+from types import CodeType, FrameType
 
 #: Oldest warp-lang this registry knows the layout of.
 OLDEST_WARP = (1, 6)
@@ -287,7 +287,7 @@ class Registry:
         self.by_id = entries
         self._wp = wp
         self._serving = serving or {}
-        self._public: dict[int, str] | None = None
+        self._public: _PublicNames | None = None
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.by_id.values())
@@ -312,13 +312,14 @@ class Registry:
                 return entry
         raise KeyError(f"{api!r} is not watched in warp-lang {self.warp_version}")
 
-    def public_name(self, code: CodeType, module: str) -> str:
+    def public_name(self, code: CodeType, module: str, frame: FrameType | None = None) -> str:
         """The public spelling of a Warp function: ``wp.zeros``, ``wp.array`` for
-        ``array.__init__``, ``wp.utils.array_sum``; else its module path and qualified
-        name (``wp.fem.cache.borrow_temporary``)."""
+        ``array.__init__``, ``wp.fem.Trimesh3D`` for the constructor it shares with
+        ``wp.fem.Trimesh2D``, running in `frame`; else its module path and qualified name
+        (``wp.fem.cache.borrow_temporary``)."""
         if self._public is None:
-            self._public = _public_names(self._wp)
-        name = self._public.get(id(code))
+            self._public = _PublicNames(self._wp)
+        name = self._public.name(code, frame)
         if name is not None:
             return name
         module = module.replace("._src", "")
@@ -326,38 +327,96 @@ class Registry:
         return f"{module}.{code.co_qualname}"
 
 
-def _public_names(wp: types.ModuleType) -> dict[int, str]:
-    # Keyed by id(code): Warp's functions live as long as Warp, so the ids stay theirs.
-    names: dict[int, str] = {}
-    spaces = [("wp", wp)]
-    for sub in ("utils", "sparse", "fem"):
-        module = sys.modules.get(f"warp.{sub}")
-        if module is not None:
-            spaces.append((f"wp.{sub}", module))
-    for prefix, module in spaces:
+class _PublicNames:
+    """The public spelling of Warp's functions, keyed by ``id(code)`` (Warp's functions
+    live as long as Warp, so the ids stay theirs), read off Warp's public modules that are
+    imported: ``warp`` first, then its subpackages (``warp.fem``, ``warp.optim``...),
+    shallowest first; one the program imports later is read once it is there (looked
+    for when ``sys.modules`` has grown). Nothing is
+    imported here. A function that several public classes share (``Trimesh.__init__``,
+    behind ``wp.fem.Trimesh2D`` and ``wp.fem.Trimesh3D``) is named by the class it runs
+    for (`name`)."""
+
+    def __init__(self, wp: types.ModuleType) -> None:
+        self._wp = wp
+        self._read: set[str] = set()
+        self._modules = -1  # len(sys.modules) when they were last looked through
+        self.names: dict[int, str] = {}
+        # id(code) -> id(class) -> name, for the classes that reach one function
+        self._owners: dict[int, dict[int, str]] = {}
+
+    def name(self, code: CodeType, frame: FrameType | None) -> str | None:
+        """`code`'s public name, running in `frame` (None: not known), or None."""
+        if len(sys.modules) != self._modules:
+            self._read_new_modules()
+        owners = self._owners.get(id(code))
+        if owners is not None and len(set(owners.values())) > 1 and frame is not None:
+            for klass in _type_mro(_receiver_class(code, frame)):
+                if id(klass) in owners:
+                    return owners[id(klass)]
+        return self.names.get(id(code))
+
+    def _read_new_modules(self) -> None:
+        self._modules = len(sys.modules)
+        root = self._wp.__name__
+        if root not in self._read:
+            self._read.add(root)
+            self._read_module("wp", self._wp)
+        new = [n for n in list(sys.modules) if n not in self._read and _is_public(n, root)]
+        for name in sorted(new, key=lambda name: (name.count("."), name)):
+            self._read.add(name)
+            module = sys.modules.get(name)
+            if isinstance(module, types.ModuleType):
+                self._read_module("wp" + name[len(root) :], module)
+
+    def _read_module(self, prefix: str, module: types.ModuleType) -> None:
         for attr, value in vars(module).items():
             if isinstance(value, type) and value.__module__.startswith("warp"):
-                _class_names(f"{prefix}.{attr}", value, names)
+                self._read_class(f"{prefix}.{attr}", value)
             else:
-                _add(names, f"{prefix}.{attr}", value)
-    return names
+                _add(self.names, f"{prefix}.{attr}", value)
+
+    def _read_class(self, prefix: str, cls: type) -> None:
+        for klass in cls.__mro__:
+            if not klass.__module__.startswith("warp"):
+                continue
+            for attr, value in vars(klass).items():
+                constructor = attr in ("__init__", "__new__")  # wp.array2d(...) calls __new__
+                name = prefix if constructor else f"{prefix}.{attr}"
+                for code in _add(self.names, name, value):
+                    self._owners.setdefault(id(code), {}).setdefault(id(cls), name)
 
 
-def _class_names(prefix: str, cls: type, names: dict[int, str]) -> None:
-    for klass in cls.__mro__:
-        if not klass.__module__.startswith("warp"):
-            continue
-        for attr, value in vars(klass).items():
-            constructor = attr in ("__init__", "__new__")  # wp.array2d(...) calls __new__
-            _add(names, prefix if constructor else f"{prefix}.{attr}", value)
+def _is_public(module: str, root: str) -> bool:
+    """Whether `module` is a public subpackage of Warp's (`root`, ``warp``): none of its
+    parts private (``warp._src``), not its examples or tests."""
+    if not module.startswith(root + "."):
+        return False
+    parts = module[len(root) + 1 :].split(".")
+    return parts[0] not in ("examples", "tests") and not any(p.startswith("_") for p in parts)
 
 
-def _add(names: dict[int, str], name: str, value: object) -> None:
-    # A property's setter and deleter run at `a.requires_grad = True`: they go by its name.
+def _receiver_class(code: CodeType, frame: FrameType) -> type:
+    """The class a method's code runs for in `frame`: its first argument's class (the
+    argument itself for ``__new__``). Read off the frame: no code of the user's runs."""
+    value = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+    return value if issubclass(type(value), type) else type(value)  # type: ignore[return-value]
+
+
+_type_mro = type.__dict__["__mro__"].__get__
+
+
+def _add(names: dict[int, str], name: str, value: object) -> list[CodeType]:
+    """Name the functions of `value` `name` where they have no name yet; they are
+    returned. A property's setter and deleter run at ``a.requires_grad = True``: they go
+    by its name."""
     parts = (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,)
+    codes = []
     for part in parts:
         try:
             code = _code_of(part)
         except TypeError:
             continue
         names.setdefault(id(code), name)
+        codes.append(code)
+    return codes

@@ -350,7 +350,7 @@ class WarpCall:
             entry = registry.entry(code)
             module = dict.get(outermost.f_globals, "__name__", "")
             module = module if type(module) is str else ""
-            via = entry.api if entry else registry.public_name(code, module)
+            via = entry.api if entry else registry.public_name(code, module, outermost)
         return _program_site(current), via, tuple(reversed(within))
 
     def __repr__(self) -> str:
