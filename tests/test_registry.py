@@ -1,6 +1,8 @@
 """The registry resolves every watched API in the installed Warp, or says which it cannot."""
 
+import importlib.machinery
 import re
+import sys
 import types
 
 import pytest
@@ -125,6 +127,29 @@ def test_applies_to():
         True,
         False,
     ]
+
+
+def test_a_public_subpackage_is_named_once_its_import_is_complete():
+    # A stand-in for a Warp subpackage whose own import makes a breach (its classes are
+    # not defined yet when the breach is named): it is read once its import is complete,
+    # though no module was imported since.
+    name = "warp.tc_late_probe"
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    module.__spec__._initializing = True
+    sys.modules[name] = module
+    try:
+        exec("class Thing:\n    def __init__(self):\n        pass\n", vars(module))
+        init = vars(module).pop("Thing").__init__.__code__
+        registry = installed()
+        assert registry.public_name(init, name) == "wp.tc_late_probe.Thing.__init__"
+        module.Thing = types.new_class("Thing")
+        module.Thing.__init__ = types.FunctionType(init, {})
+        module.Thing.__module__ = name
+        module.__spec__._initializing = False
+        assert registry.public_name(init, name) == "wp.tc_late_probe.Thing"
+    finally:
+        del sys.modules[name]
 
 
 def test_public_names():

@@ -331,9 +331,9 @@ class _PublicNames:
     """The public spelling of Warp's functions, keyed by ``id(code)`` (Warp's functions
     live as long as Warp, so the ids stay theirs), read off Warp's public modules that are
     imported: ``warp`` first, then its subpackages (``warp.fem``, ``warp.optim``...),
-    shallowest first; one the program imports later is read once it is there (looked
-    for when ``sys.modules`` has grown). Nothing is
-    imported here. A function that several public classes share (``Trimesh.__init__``,
+    shallowest first. Nothing is imported here: a subpackage the program imports later
+    is read once it is there and its import is complete (looked for when ``sys.modules``
+    has grown). A function that several public classes share (``Trimesh.__init__``,
     behind ``wp.fem.Trimesh2D`` and ``wp.fem.Trimesh3D``) is named by the class it runs
     for (`name`)."""
 
@@ -364,8 +364,11 @@ class _PublicNames:
             self._read_module("wp", self._wp)
         new = [n for n in list(sys.modules) if n not in self._read and _is_public(n, root)]
         for name in sorted(new, key=lambda name: (name.count("."), name)):
-            self._read.add(name)
             module = sys.modules.get(name)
+            if _being_imported(module):
+                self._modules = -1  # half its names are not there yet: looked at again
+                continue
+            self._read.add(name)
             if isinstance(module, types.ModuleType):
                 self._read_module("wp" + name[len(root) :], module)
 
@@ -394,6 +397,13 @@ def _is_public(module: str, root: str) -> bool:
         return False
     parts = module[len(root) + 1 :].split(".")
     return parts[0] not in ("examples", "tests") and not any(p.startswith("_") for p in parts)
+
+
+def _being_imported(module: object) -> bool:
+    """Whether `module`'s import is still running (a breach made by its own top-level
+    code, say): importlib marks its spec meanwhile."""
+    spec = module.__dict__.get("__spec__") if isinstance(module, types.ModuleType) else None
+    return getattr(spec, "_initializing", False) is True
 
 
 def _receiver_class(code: CodeType, frame: FrameType) -> type:
