@@ -277,7 +277,7 @@ def test_one_call_that_warp_serves_with_two_allocations_is_one_violation():
         ("wp.zeros()", lines[3][1]),
         ("wp.clone()", lines[3][1] + 1),
     ]
-    assert guard._once._last == {}  # the frames it told the calls apart by: let go
+    assert guard._once._held == {}  # the frames it told the calls apart by: let go
 
 
 def test_a_utility_making_several_breaches_of_one_kind_is_one_per_call():

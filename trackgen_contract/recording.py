@@ -149,8 +149,7 @@ class Recording:
     verdicts: SiteVerdicts = field(init=False, repr=False)
     _tracer: Tracer | None = field(default=None, init=False, repr=False)
     # One program call gives one call in the table's row named by it, and one finding.
-    _calls_once: OncePerProgramCall = field(default_factory=OncePerProgramCall, repr=False)
-    _findings_once: OncePerProgramCall = field(default_factory=OncePerProgramCall, repr=False)
+    _once: OncePerProgramCall = field(default_factory=OncePerProgramCall, repr=False)
 
     def __post_init__(self) -> None:
         self.verdicts = SiteVerdicts(self.policy)
@@ -179,7 +178,7 @@ class Recording:
         count = self.calls.setdefault(name, ApiCount())
         # A row named by the program's call counts that call once, however many calls
         # Warp makes for it (the two allocations of wp.zeros(n, requires_grad=True)).
-        new = name.inside is not None or self._calls_once.first(call, name)
+        new = name.inside is not None or self._once.first(call, name)
         count.calls += new
         covered = covers(call, self.policy)
         self.checked += covered
@@ -189,7 +188,7 @@ class Recording:
             if covered:
                 self.hot_calls.update(hotpaths.keys_on_stack(sys._getframe()))
         findings, known = self.verdicts.judge(call)
-        once = self._findings_once
+        once = self._once
         tallies = [
             self._record(finding, hot, count)
             for finding in findings

@@ -514,15 +514,16 @@ class OncePerProgramCall:
     itself while serving one call of the program (the two allocations of
     ``wp.zeros(n, requires_grad=True)``, each readback of one ``wp.optim.linear.cg``),
     only the first of each kind (a report's row: a category and an API, see
-    `finding_row`; a row of the table of calls) counts. The program's call
-    is told by the frame of the outermost Warp function running for it
-    (`WarpCall.outer_frame`), held here, per kind and thread, until another takes its
-    place or `forget` (a guard's exit): while it is held, no other frame takes its id.
-    So one Warp function's frame per kind and thread may outlive its call for a while,
-    with its locals; nothing is held once forgotten."""
+    `finding_row`; a row of the table of calls) counts.
+
+    The program's call is told by the frame of the outermost Warp function running for
+    it (`WarpCall.outer_frame`). One is held per thread, with the kinds counted for it,
+    until a call Warp makes for another program call takes its place, or `forget` (a
+    guard's exit): while it is held, no other frame takes its id. So that frame, with its
+    locals, may outlive its call until then; nothing is held once forgotten."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[object, int], object] = {}
+        self._held: dict[int, tuple[object, set[object]]] = {}  # thread -> frame, kinds
 
     def first(self, call: WarpCall, kind: object) -> bool:
         """Whether `call` is the first of `kind` for the program's call it serves (any
@@ -530,15 +531,19 @@ class OncePerProgramCall:
         outer = call.outer_frame
         if outer is None:
             return True
-        key = (kind, call.thread)
-        if self._last.get(key) is outer:
+        thread = call.thread
+        held = self._held.get(thread)
+        if held is None or held[0] is not outer:
+            self._held[thread] = (outer, {kind})
+            return True
+        if kind in held[1]:
             return False
-        self._last[key] = outer
+        held[1].add(kind)
         return True
 
     def forget(self) -> None:
         """Let go of the frames held."""
-        self._last.clear()
+        self._held.clear()
 
 
 def finding_row(finding: Finding) -> tuple[str, str]:
