@@ -690,8 +690,8 @@ def test_one_call_warp_serves_with_several_allocations_counts_once(tmp_path):
     assert counted == {("wp.zeros()", 11): 3, ("wp.zeros()", 9): 1}  # the prelude's a = ...
     zeros = next(c for c in document["calls"] if c["api"] == "wp.zeros")
     assert (zeros["calls"], zeros["breaches"]) == (4, 4)  # not 7: a gradient is no call
-    allocated = [c for c in document["calls"] if c["inside"] == "wp.zeros"]
-    assert {c["api"]: c["calls"] for c in allocated}["wp.CpuDefaultAllocator.allocate"] == 7
+    inside = [c["calls"] for c in document["calls"] if c["inside"] == "wp.zeros"]
+    assert max(inside) == 7  # Warp's allocator, named by version: what was done for them
 
 
 def test_a_call_is_named_as_the_public_api_of_a_subpackage_imported_late(tmp_path):

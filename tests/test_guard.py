@@ -1,6 +1,7 @@
 """The guard API (SPEC section 3): results, options, sanctions, nesting, threads, tasks."""
 
 import asyncio
+import collections
 import os
 import threading
 
@@ -284,16 +285,14 @@ def test_a_utility_making_several_breaches_of_one_kind_is_one_per_call():
     import warp.sparse as sparse
 
     rows, columns = wp.array([0, 1], dtype=int), wp.array([1, 0], dtype=int)
-    matrix = sparse.bsr_from_triplets(2, 2, rows, columns, wp.array([1.0, 2.0], dtype=float))
+    matrix = sparse.bsr_zeros(2, 2, block_type=float)
+    sparse.bsr_set_from_triplets(matrix, rows, columns, wp.array([1.0, 2.0], dtype=float))
     with hot_path_guard(strict=False) as guard:
         for _ in range(2):
-            sparse.bsr_transposed(matrix)  # four allocations and a launch, each time
-    assert sorted((v.category, v.api) for v in guard.violations) == [
-        ("allocation", "wp.sparse.bsr_transposed()"),
-        ("allocation", "wp.sparse.bsr_transposed()"),
-        ("stream", "wp.launch without stream="),
-        ("stream", "wp.launch without stream="),
-    ]
+            sparse.bsr_transposed(matrix)  # several allocations (and launches), each time
+    rows = collections.Counter((v.category, v.api) for v in guard.violations)
+    assert rows[("allocation", "wp.sparse.bsr_transposed()")] == 2
+    assert set(rows.values()) == {2}  # each row once per call, whatever this Warp makes
 
 
 # --- the debug sync switch -----------------------------------------------------------------
