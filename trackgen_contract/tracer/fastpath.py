@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from types import CodeType, FrameType, MappingProxyType
 
-from ..callsite import CallSite, call_site
-from ..callsite.readback import DICT_SCAN_LIMIT, class_lookup
+from ..callsite import CallSite, call_site, readback
+from ..callsite.readback import class_lookup
 from ..callsite.values import Args, Const, Kwargs, Method, Ref, Star
 from ..registry import Entry
 from ..sites import module_name
@@ -883,19 +883,19 @@ class Item:
 
 
 def _dict_item(mapping: dict, key: object) -> object:
-    """``mapping[key]`` for an exact str or int `key`, found among the stored keys of its
-    own type as `readback.item` finds it (a lookup by hash would run the ``__eq__`` of a
-    stored key of the user's type); `_GONE` where it is not found that way."""
-    kind = type(key)
-    if (kind is not str and kind is not int) or len(mapping) > DICT_SCAN_LIMIT:
+    """``mapping[key]`` for an exact str or int `key` (the keys the compiled filter reads),
+    found as the full path finds it (`readback.item`: among the stored keys of the key's
+    own type, in a dict of at most `DICT_SCAN_LIMIT` items; a lookup by hash would run
+    the ``__eq__`` of a stored key of the user's type); `_GONE` where it is not."""
+    if type(key) is not str and type(key) is not int:
         return _GONE
     try:
-        for stored, value in dict.items(mapping):
-            if stored is key or (type(stored) is kind and stored == key):
-                return value
-    except RuntimeError:  # changed size as it was read: another thread wrote to it
-        pass
-    return _GONE
+        return readback.item(mapping, key)
+    except readback.Unresolved:
+        return _GONE
+
+
+DICT_SCAN_LIMIT = readback.DICT_SCAN_LIMIT  # read here by the compiled filter
 
 
 class Receiver(_Instance):
