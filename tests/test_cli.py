@@ -792,6 +792,32 @@ def test_allow_option(tmp_path):
     assert trace("--allow", "wp.array.numpy:acme.gen:read_back", path)[0] == 0
 
 
+def test_an_allow_option_that_let_nothing_through_is_named(tmp_path):
+    """A misspelt key is said (text and JSON), as given and once; a used one is not, and
+    neither changes the exit status."""
+    path = hot_program(tmp_path, "gen.read_back(a)\n")
+    used, misspelt = "wp.array.numpy:acme.gen:read_back", "wp.array.numpy:acme.gen:readback"
+    args = [
+        "--allow",
+        misspelt,
+        "--allow",
+        used,
+        "--allow",
+        misspelt,
+        "--allow",
+        "wp.synchronize:x:y",
+    ]
+    status, _, err = trace(*args, "--json", tmp_path / "r.json", path)
+    assert status == 0, err
+    assert f"unused --allow {misspelt}: it let no host sync through" in err
+    assert err.count(f"unused --allow {misspelt}") == 1
+    assert "unused --allow wp.synchronize:x:y" in err
+    assert f"unused --allow {used}" not in err
+    assert load(tmp_path / "r.json")["unused_allows"] == [misspelt, "wp.synchronize:x:y"]
+    status, _, err = trace("--allow", used, path)
+    assert status == 0 and "unused --allow" not in err
+
+
 def test_checks_and_modules_options(tmp_path):
     path = hot_program(tmp_path, "gen.read_back(a)\ngen.launch_without_stream(a)\n")
     assert trace("--checks", "host_sync", "--json", tmp_path / "h.json", path)[0] == BREACHES

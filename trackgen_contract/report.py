@@ -53,6 +53,7 @@ class Findings:
     fixed: tuple[Entry, ...] = ()
     baseline: str | None = None  # the baseline file the run was compared with
     unused_pragmas: tuple[tuple[Pragma, tuple[str, ...]], ...] = ()
+    unused_allows: tuple[str, ...] = ()  # ``--allow`` texts, as given, that let nothing through
     pragma_errors: tuple[str, ...] = ()
     unchecked: tuple[str, ...] = ()
 
@@ -113,6 +114,7 @@ def render(findings: Findings, outcome: Outcome, *, program: str, colour: bool =
     lines += _let_through_lines(findings, style)
     lines += _baseline_lines(findings, style)
     lines += _pragma_lines(findings, style)
+    lines += _unused_allow_lines(findings, style)
     for reason in findings.unchecked:
         lines += ["", style(f"nothing checked: {reason}", _BOLD, _YELLOW)]
     lines += ["", *_table(findings.scoped, style)]
@@ -206,6 +208,20 @@ def _pragma_lines(findings: Findings, style: _Style) -> list[str]:
                 _YELLOW,
             )
         )
+    return ["", *lines] if lines else []
+
+
+def _unused_allow_lines(findings: Findings, style: _Style) -> list[str]:
+    # A key that matches nothing is most often misspelt (a module or a qualified name):
+    # said, so that a host sync it was meant for is not thought let through.
+    lines = [
+        style(
+            f"unused --allow {shlex.quote(text)}: it let no host sync through in what was "
+            "checked (a breach's 'to allow it:' line spells the key it needs)",
+            _YELLOW,
+        )
+        for text in findings.unused_allows
+    ]
     return ["", *lines] if lines else []
 
 
@@ -308,6 +324,7 @@ def to_json(
         "baseline": None
         if findings.baseline is None
         else {"path": findings.baseline, "fixed": [e.to_json() for e in findings.fixed]},
+        "unused_allows": list(findings.unused_allows),
         "pragmas": {
             "errors": list(findings.pragma_errors),
             "unused": [

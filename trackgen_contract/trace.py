@@ -553,9 +553,17 @@ def _findings(setup: _Setup, scoped: Scoped, root: os.PathLike[str]) -> Findings
         fixed=fixed,
         baseline=None if baseline is None else baseline.path,
         unused_pragmas=tuple(unused),
+        unused_allows=_unused_allows(setup, let_through),
         pragma_errors=tuple(messages),
         unchecked=tuple(scoped.unchecked()),
     )
+
+
+def _unused_allows(setup: _Setup, let_through: list[Row]) -> tuple[str, ...]:
+    """The ``--allow`` options, as given, whose key let nothing through."""
+    used = {key for row in let_through if row.allowed_by == "allow" for key in row.keys}
+    texts = dict.fromkeys(setup.options.allow)  # given twice: said once
+    return tuple(t for t in texts if _allow_key(t, setup.program) not in used)
 
 
 def _outcome(status: int | None, findings: Findings) -> Outcome:
