@@ -108,6 +108,47 @@ def test_allowed(buffers):
     assert "HotPathViolation" not in result.stdout.str()
 
 
+ALLOW_KEYS = """
+USED = ("wp.array.numpy", "acme.gen", "read_back")
+MISSPELT = ("wp.array.numpy", "acme.gen", "readback")
+LATER = ("wp.array.numpy", "acme.gen", "read_back_later")
+
+@pytest.mark.parametrize("i", range(3))
+@pytest.mark.hot_path(allow=[USED, MISSPELT])
+def test_keys(buffers, i):
+    if i == 0:
+        gen.read_back(buffers)
+    gen.launch_with_stream(buffers)
+
+@pytest.mark.hot_path(allow=[MISSPELT, LATER])
+def test_cut_short(buffers):
+    gen.launch_with_stream(buffers)
+    raise ValueError("before its host sync")
+"""
+
+
+@pytest.mark.parametrize("workers", [(), ("-p", "xdist", "-n", "2")])
+def test_an_allow_key_that_let_nothing_through_is_named_once(pytester, monkeypatch, workers):
+    """A key used by one test of several is used; a misspelt one is named once, with its
+    tests; a key only a test cut short carried may have been used later: not named. Across
+    xdist workers too (the controller gathers the keys)."""
+    monkeypatch.setenv("PYTHONPATH", os.path.join(os.path.dirname(__file__)))
+    pytester.makepyfile(HEADER + ALLOW_KEYS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *workers)
+    result.assert_outcomes(passed=3, failed=1)
+    out = result.stdout.str()
+    misspelt = "('wp.array.numpy', 'acme.gen', 'readback')"
+    assert out.count(f"unused allow key {misspelt} in the hot_path marker of") == 1
+    result.stdout.fnmatch_lines(
+        [
+            f"unused allow key {misspelt} in the hot_path marker of *test_keys* and 2 more: it let "
+            "no host sync through in this session"
+        ]
+    )
+    assert "'read_back')" not in out.split("trackgen_contract ==")[-1]
+    assert "read_back_later" not in out
+
+
 def test_swallowed_breach_still_fails(run):
     result = run("""
 @pytest.mark.hot_path

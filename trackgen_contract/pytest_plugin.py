@@ -32,7 +32,7 @@ from . import sarif as sarifs
 from .guard import HotPathGuard, HotPathViolation, format_report, hot_path_guard
 from .project import OutputError, check_writable, portable_path, project_files
 from .recording import Row, rows
-from .rules import Violation
+from .rules import Key, Violation
 from .sites import Site, is_internal
 from .tracer import keep_armed
 
@@ -73,6 +73,10 @@ class _Session:
     collecting: bool = False  # a baseline is read or written: guards run to the end
     found: list[tuple[Row, str]] = field(default_factory=list)  # breaches, with their test
     allowed: list[tuple[Row, str]] = field(default_factory=list)  # pragmas, allow keys
+    # The markers' allow= keys, with the tests that ran to their end with them, and the keys
+    # that let something through (in any test).
+    allow_keys: dict[Key, list[str]] = field(default_factory=dict)
+    allow_used: set[Key] = field(default_factory=set)
     tests: set[str] = field(default_factory=set)  # guarded tests that ran
     completed: set[str] = field(default_factory=set)  # those whose call phase ran to its end
     checks: set[str] = field(default_factory=set)
@@ -269,10 +273,13 @@ def _result(item: pytest.Item, guard: HotPathGuard) -> dict:
         allowed_by="pragma",
         pragma={key.violation: key.pragma for key in accepted}.get,
     )
+    used = {key for key in guard.allowed if not isinstance(key, pragmas.PragmaAllowed)}
     return {
         "breaches": [_row_data(r) for r in rows(_counted(guard.violations))],
         "let_through": [_row_data(r) for r in let_through],
         "checks": sorted(guard.checks),
+        "allow": [list(key) for key in sorted(guard.allow)],
+        "allow_used": [list(key) for key in sorted(used)],
     }
 
 
@@ -346,6 +353,9 @@ class _SessionHooks:
         state.tests.add(test)
         if data["completed"]:
             state.completed.add(test)
+            for key in data["allow"]:  # a test cut short may not have reached its use
+                state.allow_keys.setdefault(tuple(key), []).append(test)
+        state.allow_used.update(tuple(key) for key in data["allow_used"])
         state.checks.update(data["checks"])
         state.found += [(_row_from(r, test), test) for r in data["breaches"]]
         state.allowed += [(_row_from(r, test), test) for r in data["let_through"]]
@@ -405,6 +415,7 @@ def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
         )
         sarifs.write(sarif, log)
         state.notes.append(f"wrote SARIF for {len(state.tests)} guarded tests to {sarif}")
+    _note_allow_keys(state)
     return _note_pragmas(state) if state.tests else None  # none ran: no pragma was in use
 
 
@@ -439,6 +450,17 @@ def _note_baseline(state: _Session, compared: baselines.Comparison) -> None:
             f"--hot-path-write-baseline {path} to lock the gain in"
         )
         state.notes += [f"  {entry}" for entry in compared.fixed]
+
+
+def _note_allow_keys(state: _Session) -> None:
+    # A key that matches nothing is most often misspelt: said, as an unused pragma is.
+    for key, tests in state.allow_keys.items():
+        if key not in state.allow_used:
+            more = f" and {len(tests) - 1} more" if len(tests) > 1 else ""
+            state.notes.append(
+                f"unused allow key {key!r} in the hot_path marker of {tests[0]}{more}: it let "
+                "no host sync through in this session"
+            )
 
 
 def _note_pragmas(state: _Session) -> pytest.ExitCode | None:
