@@ -272,6 +272,8 @@ def test_one_call_that_warp_serves_with_two_allocations_is_one_violation():
         _grad_arrays(3)  # each call a new one: three violations, not one and not six
         grads = wp.zeros(8, dtype=float, device="cpu", requires_grad=True)
         wp.clone(grads)  # its copy and its gradient's
+        # Calls one after the other: only the last one's frame is held, none piles up.
+        assert [len(frames) for frames in guard._once._held.values()] == [1]
     lines = [(v.api, v.site.lineno) for v in guard.violations]
     line = _grad_arrays.__code__.co_firstlineno + 2
     assert lines == [("wp.zeros()", line)] * 3 + [
@@ -293,6 +295,40 @@ def test_a_utility_making_several_breaches_of_one_kind_is_one_per_call():
     rows = collections.Counter((v.category, v.api) for v in guard.violations)
     assert rows[("allocation", "wp.sparse.bsr_transposed()")] == 2
     assert set(rows.values()) == {2}  # each row once per call, whatever this Warp makes
+
+
+@wp.kernel
+def _double(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    b[i] = 2.0 * a[i]
+
+
+def test_a_program_call_nested_in_another_leaves_the_outer_one_the_same_call():
+    """`Tape.backward` runs the program's own backward function between its adjoint
+    launches, and that function calls a Warp utility: the utility's call is one, counted
+    apart, and the adjoint launches after it are still the one backward call's."""
+    import warp.sparse as sparse
+
+    rows, columns = wp.array([0, 1], dtype=int), wp.array([1, 0], dtype=int)
+    matrix = sparse.bsr_zeros(2, 2, block_type=float)
+    sparse.bsr_set_from_triplets(matrix, rows, columns, wp.array([1.0, 2.0], dtype=float))
+    a, b, c = (wp.ones(8, dtype=float, requires_grad=True) for _ in range(3))
+    seed = wp.ones(8, dtype=float)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_double, 8, inputs=[a], outputs=[b], stream=None)
+        tape.record_func(backward=lambda: sparse.bsr_transposed(matrix), arrays=[b])
+        wp.launch(_double, 8, inputs=[b], outputs=[c], stream=None)
+    with hot_path_guard(strict=False) as guard:
+        for _ in range(2):
+            tape.backward(grads={c: seed})  # two adjoint launches without stream=, each time
+            tape.zero()
+    found = collections.Counter((v.category, v.api, v.site.source_line()) for v in guard.violations)
+    backward = {row: n for row, n in found.items() if row[2].startswith("tape.backward(")}
+    assert backward == {("stream", "wp.launch without stream=", next(iter(backward))[2]): 2}
+    utility = {row: n for row, n in found.items() if "bsr_transposed" in row[2]}
+    assert utility and set(utility.values()) == {2}  # each row once per utility call
+    assert guard._once._held == {}
 
 
 # --- the debug sync switch -----------------------------------------------------------------

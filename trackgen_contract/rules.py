@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from types import FrameType
 from typing import NamedTuple
 
 from . import sanction
@@ -517,13 +518,17 @@ class OncePerProgramCall:
     `finding_row`; a row of the table of calls) counts.
 
     The program's call is told by the frame of the outermost Warp function running for
-    it (`WarpCall.outer_frame`). One is held per thread, with the kinds counted for it,
-    until a call Warp makes for another program call takes its place, or `forget` (a
-    guard's exit): while it is held, no other frame takes its id. So that frame, with its
+    it (`WarpCall.outer_frame`). Per thread, the frames of the program calls still running
+    are held, outermost first, with the kinds counted for each: a program call nested in
+    another (``cg`` calling the program's own matvec, which calls ``bsr_mv``) is counted
+    apart, and the outer one is still the same call after it. While a frame is held no
+    other frame takes its id; one whose call has ended is let go at the next program call
+    that is not nested in it, or at `forget` (a guard's exit). So the last frame, with its
     locals, may outlive its call until then; nothing is held once forgotten."""
 
     def __init__(self) -> None:
-        self._held: dict[int, tuple[object, set[object]]] = {}  # thread -> frame, kinds
+        # thread -> [(frame, kinds)], each nested in the one before it
+        self._held: dict[int, list[tuple[FrameType, set[object]]]] = {}
 
     def first(self, call: WarpCall, kind: object) -> bool:
         """Whether `call` is the first of `kind` for the program's call it serves (any
@@ -531,19 +536,36 @@ class OncePerProgramCall:
         outer = call.outer_frame
         if outer is None:
             return True
-        thread = call.thread
-        held = self._held.get(thread)
-        if held is None or held[0] is not outer:
-            self._held[thread] = (outer, {kind})
-            return True
-        if kind in held[1]:
-            return False
-        held[1].add(kind)
+        held = self._held.setdefault(call.thread, [])
+        for depth in range(len(held) - 1, -1, -1):
+            frame, kinds = held[depth]
+            if frame is outer:
+                del held[depth + 1 :]  # Warp's own code runs again: what it called is over
+                if kind in kinds:
+                    return False
+                kinds.add(kind)
+                return True
+        held[:] = _still_running(held, outer)
+        held.append((outer, {kind}))
         return True
 
     def forget(self) -> None:
         """Let go of the frames held."""
         self._held.clear()
+
+
+def _still_running(held: list[tuple[FrameType, set[object]]], frame: FrameType) -> list:
+    """The entries of `held` whose frames are on the stack above `frame` (their calls run
+    still): walked up until each is found, or to the stack's end. Held frames are alive,
+    so their ids are theirs."""
+    wanted = {id(entry[0]) for entry in held}
+    found = set()
+    current = frame.f_back
+    while current is not None and len(found) < len(wanted):
+        if id(current) in wanted:
+            found.add(id(current))
+        current = current.f_back
+    return [entry for entry in held if id(entry[0]) in found]
 
 
 def finding_row(finding: Finding) -> tuple[str, str]:
