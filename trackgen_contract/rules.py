@@ -510,6 +510,9 @@ class SiteVerdicts:
         self._known.clear()
 
 
+_Held = tuple[FrameType, set[object]]  # a program call's outer frame, the kinds counted
+
+
 class OncePerProgramCall:
     """One call of the program gives one violation: of the watched calls Warp makes
     itself while serving one call of the program (the two allocations of
@@ -527,8 +530,7 @@ class OncePerProgramCall:
     locals, may outlive its call until then; nothing is held once forgotten."""
 
     def __init__(self) -> None:
-        # thread -> [(frame, kinds)], each nested in the one before it
-        self._held: dict[int, list[tuple[FrameType, set[object]]]] = {}
+        self._held: dict[int, list[_Held]] = {}  # thread -> each nested in the one before
 
     def first(self, call: WarpCall, kind: object) -> bool:
         """Whether `call` is the first of `kind` for the program's call it serves (any
@@ -554,7 +556,7 @@ class OncePerProgramCall:
         self._held.clear()
 
 
-def _still_running(held: list[tuple[FrameType, set[object]]], frame: FrameType) -> list:
+def _still_running(held: list[_Held], frame: FrameType) -> list[_Held]:
     """The entries of `held` whose frames are on the stack above `frame` (their calls run
     still): walked up until each is found, or to the stack's end. Held frames are alive,
     so their ids are theirs."""
