@@ -5,6 +5,7 @@ shape a site can be reached; these run the two side by side on real Warp calls."
 
 import types
 
+import numpy as np
 import pytest
 import warp as wp
 from acme.kernels import add_one
@@ -168,3 +169,17 @@ def test_a_strict_recording_judges_every_call():
         _syncs()
     assert len(judged) == ROUNDS
     assert sum(recording.found.values()) == ROUNDS
+
+
+def test_an_allocation_warp_makes_is_named_by_the_call_that_made_it():
+    # wp.Volume.load_from_numpy makes a wp.array(...): the table names that constructor
+    # inside the program's call, never Warp's allocation chokepoint
+    recording = Recording(make_policy())
+    data = np.zeros((4, 4, 4), dtype=np.float32)
+    with recording.tracer():
+        wp.Volume.load_from_numpy(data, bg_value=0.0, device="cpu")
+        wp.zeros(2, dtype=float, device="cpu")
+    names = {str(name): count for name, count in recording.calls.items()}
+    assert names["wp.array (inside wp.Volume.load_from_numpy)"].calls >= 1
+    assert names["wp.zeros"].calls == 1
+    assert not any("_init_new" in name for name in names)

@@ -5,6 +5,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 import warp as wp
 from acme import gen
@@ -74,6 +75,25 @@ def test_nested_call_fields(arr):
     assert (via, direct, caller.function) == ("wp.zeros", False, "zeros")
     calls = dict(trace(gen.read_back, arr, read=lambda c: (c.api, (c.within, c.site.function))))
     assert calls["wp.array.__array_interface__"] == (("wp.array.numpy",), "read_back")
+
+
+def test_an_allocation_is_made_by_the_public_call_that_made_it(arr):
+    # Warp's chokepoint inside another watched call (a wp.array(...) that
+    # Volume.load_from_numpy makes) is made by wp.array, inside the program's call
+    data = np.zeros((4, 4, 4), dtype=np.float32)
+    read = lambda c: (c.api, (c.made_by, c.via, c.within))  # noqa: E731
+    calls = trace(lambda: wp.Volume.load_from_numpy(data, bg_value=0.0, device="cpu"), read=read)
+    made = [fields for api, fields in calls if api == "wp.array._init_new"]
+    assert made and {(made_by, via) for made_by, via, _ in made} == {
+        ("wp.array", "wp.Volume.load_from_numpy")
+    }
+    assert all(within[0] == "wp.Volume.load_from_numpy" for _, _, within in made)
+    assert dict(calls)["wp.Volume.load_from_numpy"] == ("wp.Volume.load_from_numpy",) * 2 + ((),)
+    # inside no other watched call it is `via`: what the program called
+    calls = trace(gen.allocate, 3, read=read)
+    assert [fields for api, fields in calls if api == "wp.array._init_new"] == [
+        ("wp.zeros", "wp.zeros", ())
+    ]
 
 
 def test_thread_is_the_calling_thread(arr):

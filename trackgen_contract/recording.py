@@ -55,9 +55,14 @@ def call_name(call: WarpCall) -> CallName:
     """How the table names a watched call."""
     if call.direct:
         return CallName(call.api)
-    if call.op in (ALLOC, ALLOCATOR, NATIVE) and not call.within:
-        # The allocation that the program's own call made: named by that call, as the
-        # breach is ("wp.zeros", not "wp.array._init_new").
+    inside = call.via if call.within else None
+    if call.op == ALLOC:
+        # Warp's allocation chokepoint: named by the call that made it, as the breach is
+        # ("wp.zeros", not "wp.array._init_new"), inside the program's call where Warp
+        # made it ("wp.array (inside wp.Volume.load_from_numpy)").
+        return CallName(call.made_by, inside)
+    if call.op in (ALLOCATOR, NATIVE) and inside is None:
+        # The allocation that the program's own call made: named by that call.
         return CallName(call.via)
     return CallName(call.api, call.via)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 
 from .. import callsite, diagnostics, hotpaths
-from ..registry import Entry, installed
+from ..registry import Entry, Registry, installed
 from ..sites import Site, in_warp, is_internal, is_launcher
 from . import fastpath
 
@@ -72,6 +72,7 @@ class WarpCall:
         caller_code: CodeType | None = None,
         via: str | None = None,
         within: tuple[str, ...] = (),
+        made_by: str | None = None,
         direct: bool | None = None,
         in_hot_path: bool = False,
         thread: int = 0,
@@ -79,7 +80,8 @@ class WarpCall:
         """A call built from known values rather than seen live: to test rules on calls that
         cannot be made here (a copy between two devices on a CPU-only machine) and to
         replay recorded calls. `site` and `caller` default to each other; `direct`
-        defaults to whether the call is made inside no other watched call (`within`)."""
+        defaults to whether the call is made inside no other watched call (`within`), and
+        `made_by` to `via` for such a call, else to `api`."""
         entry = installed().by_api(api)
         call = cls(entry, None)  # type: ignore[arg-type]
         site = site or caller or Site.of(None)
@@ -88,7 +90,7 @@ class WarpCall:
             args=types.MappingProxyType(dict(args or {})),
             caller=caller or site,
             caller_code=caller_code,
-            walk=(site, via or api, tuple(within)),
+            walk=(site, via or api, tuple(within), made_by or _made_by(api, via, within)),
             direct=not within if direct is None else direct,
             in_hot_path=in_hot_path,
             thread=thread,
@@ -292,6 +294,15 @@ class WarpCall:
         return self._walk()[2]
 
     @property
+    def made_by(self) -> str:
+        """The public Warp function whose call made this one: the outermost Warp function
+        running inside the innermost call of `within` (``"wp.array"`` for the allocation
+        that a ``wp.array(...)`` in ``wp.Volume.load_from_numpy`` makes), `via` where
+        `within` is empty, and `api` itself for a direct call or where no Warp function
+        runs between the two."""
+        return self._walk()[3]
+
+    @property
     def outer_frame(self) -> FrameType | None:
         """For a call Warp made itself, the frame of the outermost Warp function running
         for the program: the program's one call that this call serves (two allocations of
@@ -319,19 +330,23 @@ class WarpCall:
         """`threading.get_ident()` of the calling thread."""
         return self._read("thread", lambda f: threading.get_ident(), 0)  # type: ignore[return-value]
 
-    def _walk(self) -> tuple[Site, str, tuple[str, ...]]:
+    def _walk(self) -> tuple[Site, str, tuple[str, ...], str]:
         return self._read(  # type: ignore[return-value]
-            "walk", self._walk_stack, lambda f: (_safe_site(f.f_back), self.entry.api, ())
+            "walk",
+            self._walk_stack,
+            lambda f: (_safe_site(f.f_back), self.entry.api, (), self.entry.api),
         )
 
-    def _walk_stack(self, frame: FrameType) -> tuple[Site, str, tuple[str, ...]]:
+    def _walk_stack(self, frame: FrameType) -> tuple[Site, str, tuple[str, ...], str]:
         # One pass from the caller down to the first frame of the user's: the watched calls
-        # passed on the way, the outermost Warp function, and the user's frame.
+        # passed on the way, the outermost Warp function, the outermost one inside the
+        # innermost watched call (the maker), and the user's frame.
+        api = self.entry.api
         if self.direct:
-            return _program_site(frame.f_back), self.entry.api, ()
+            return _program_site(frame.f_back), api, (), api
         registry = installed()
         within: list[str] = []
-        outermost = None
+        outermost = maker = None
         current = frame.f_back
         while current is not None and is_internal(current):
             code = current.f_code
@@ -341,17 +356,12 @@ class WarpCall:
                 within.append(served)
             if in_warp(current):
                 outermost = current
+                maker = maker if within else current
             current = current.f_back
         self._outer = outermost
-        if outermost is None:
-            via = self.entry.api
-        else:
-            code = outermost.f_code
-            entry = registry.entry(code)
-            module = dict.get(outermost.f_globals, "__name__", "")
-            module = module if type(module) is str else ""
-            via = entry.api if entry else registry.public_name(code, module, outermost)
-        return _program_site(current), via, tuple(reversed(within))
+        via = _public_name(registry, outermost) if outermost is not None else api
+        made_by = via if not within else _public_name(registry, maker) if maker else api
+        return _program_site(current), via, tuple(reversed(within)), made_by
 
     def __repr__(self) -> str:
         state = "live" if self._frame is not None else "done"
@@ -367,6 +377,22 @@ def _not_read(name: str) -> RuntimeError:
         f"WarpCall.{name} was not read while the call was live, and the call was not kept "
         "by on_call; read it inside on_call, or keep the call"
     )
+
+
+def _made_by(api: str, via: str | None, within: tuple[str, ...]) -> str:
+    # What `WarpCall.of` takes for `made_by` where none is given: `via` for a call made
+    # inside no other watched call, else the call itself (no Warp function between).
+    return api if within else via or api
+
+
+def _public_name(registry: Registry, frame: FrameType) -> str:
+    """How Warp's public API names the function running in `frame`."""
+    code = frame.f_code
+    entry = registry.entry(code)
+    if entry is not None:
+        return entry.api
+    module = dict.get(frame.f_globals, "__name__", "")
+    return registry.public_name(code, module if type(module) is str else "", frame)
 
 
 def _program_site(frame: FrameType | None) -> Site:
