@@ -131,14 +131,16 @@ def _wrap() -> None:
 def _wrap_each() -> None:
     # Mostly every handler is wrapped already (guards entered inside keep_armed): told
     # by C calls alone (identities, not ==, which could run a handler object's __eq__).
-    callables = set(map(id, filter(callable, map(_signal.getsignal, _SIGNALS))))
-    if callables <= {id(_wrapper)}:
+    handlers = list(map(_signal.getsignal, _SIGNALS))
+    if set(map(id, filter(callable, handlers))) <= {id(_wrapper)}:
         return
     # The busiest signal first: until it is wrapped its own handler may raise here, and
-    # the ones wrapped before it would stay wrapped with no guard to take them down.
-    order = sorted(_SIGNALS, key=lambda signum: -_state.arrivals.get(signum, 0))
-    handlers = list(map(_signal.getsignal, order))
-    for signum in compress(order, map(callable, handlers)):
+    # the ones wrapped before it would stay wrapped with no guard to take them down. Only
+    # the signals with a Python-level handler are sorted (sorting all 60 cost more than
+    # the rest of the wrapping), and each handler is read again as it is swapped: one
+    # may have run meanwhile.
+    python_level = compress(_SIGNALS, map(callable, handlers))
+    for signum in sorted(python_level, key=lambda signum: -_state.arrivals.get(signum, 0)):
         handler = _signal.getsignal(signum)
         if handler is not _wrapper and callable(handler):
             _state.originals[signum] = handler  # before the swap: the wrapper needs it
