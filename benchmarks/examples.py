@@ -1,12 +1,15 @@
 """What the command line costs on real programs: example programs warp-lang ships, run on
 the CPU plainly and under ``python -m trackgen_contract.trace``, side by side.
 
-    python benchmarks/examples.py            # 5 rounds of each
+    python benchmarks/examples.py            # 7 rounds of each
     python benchmarks/examples.py --quick    # 1 round (CI's smoke run)
 
 Each program first runs once plainly so that its kernels are compiled and cached; then,
 each round, it runs plainly and traced in alternating order. The table shows the median
-wall time and CPU time (user + system, of the child) of each, and their ratio. A traced
+wall time and CPU time (user + system, of the child) of each, and the median of the
+rounds' ratios: a round's two runs follow each other within seconds, so a change in the
+machine's speed between rounds (a shared or throttled CPU can change speed by half or
+more from one minute to the next) moves both runs of a round, not their ratio. A traced
 run must behave as the plain one: its exit status is compared (the report goes to stderr
 and adds an exit status of its own for breaches, which the table shows).
 
@@ -77,6 +80,7 @@ def measure(module: str, args: list[str], rounds: int) -> dict[str, object]:
                 plain.append(_run(plain_argv))
             else:
                 traced.append(_run(traced_argv))
+    rounds_run = list(zip(plain, traced, strict=True))
     return {
         "program": module.removeprefix("warp.examples."),
         "plain status": warm.status,
@@ -85,6 +89,8 @@ def measure(module: str, args: list[str], rounds: int) -> dict[str, object]:
         "traced wall": statistics.median(r.wall for r in traced),
         "plain cpu": statistics.median(r.cpu for r in plain),
         "traced cpu": statistics.median(r.cpu for r in traced),
+        "wall ratio": statistics.median(t.wall / p.wall for p, t in rounds_run),
+        "cpu ratio": statistics.median(t.cpu / p.cpu for p, t in rounds_run),
     }
 
 
@@ -99,8 +105,7 @@ def table(rows: list[dict[str, object]]) -> str:
         "|---------------------------:|",
     ]
     for r in rows:
-        wall = r["traced wall"] / r["plain wall"]  # type: ignore[operator]
-        cpu = r["traced cpu"] / r["plain cpu"]  # type: ignore[operator]
+        wall, cpu = r["wall ratio"], r["cpu ratio"]
         status = f"{r['plain status']} / {r['traced status']}"
         lines.append(
             f"| {r['program']:<{width}} | {r['plain wall']:>9.2f}s | {r['traced wall']:>10.2f}s "
@@ -114,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="one round, the first program")
     args = parser.parse_args(argv)
     programs = PROGRAMS[:1] if args.quick else PROGRAMS
-    rounds = 1 if args.quick else 5
+    rounds = 1 if args.quick else 7
     compile_package()
     print(table([measure(module, extra, rounds) for module, extra in programs]))
 
