@@ -26,7 +26,7 @@ import pytest
 import warp as wp
 from acme.kernels import add_one
 
-from trackgen_contract import HotPathViolation, Tracer, stream_explicit
+from trackgen_contract import HotPathViolation, Tracer, hot_path_guard, stream_explicit
 from trackgen_contract.registry import installed
 from trackgen_contract.tracer import _core, fastpath, pyprofile
 
@@ -169,6 +169,65 @@ def test_the_same_calls_get_the_same_answers_compiled_and_in_python(arr, arr2):
         assert sum(seen_in == function for _, seen_in, _ in seen) == 6
 
 
+sync = wp.synchronize  # a global bound to the watched function: ``sync()``
+
+
+def _no_sync():
+    """Stands in for a host sync once swapped in: no watched call."""
+
+
+def _repeat_rounds(arr, other, fake):
+    """Breaches whose findings follow from their site (answered as repeats after two),
+    12 times, with what the sites load swapped mid-way: a global and a module's attribute
+    bound to another function, a receiver replaced by another array, and a second guard
+    watching the same calls for the last rounds (no longer the only tracer)."""
+    global sync
+    holder = _Plain()
+    holder.arr = arr
+    inner = None
+    for i in range(12):
+        if i == 6:
+            sync, fake.synchronize = _no_sync, _no_sync
+            holder.arr = other
+        if i == 9:
+            inner = stream_explicit(strict=False).__enter__()
+        wp.synchronize()
+        sync()
+        fake.synchronize()
+        arr.numpy()
+        holder.arr.numpy()
+        wp.launch(add_one, 8, inputs=[arr])
+    inner.__exit__(None, None, None)
+    sync = wp.synchronize
+    return inner
+
+
+def _observe_repeats(compiled: bool, arr, arr2):
+    fake = types.ModuleType("fake")
+    fake.synchronize = wp.synchronize
+    with callback(compiled):
+        with hot_path_guard(strict=False) as guard:
+            inner = _repeat_rounds(arr, arr2, fake)
+    records = []
+    for g in (guard, inner):
+        records.append(([(v.api, v.site.lineno) for v in g.violations], g.calls))
+    return records
+
+
+@needs_compiled
+def test_repeat_breaches_are_recorded_the_same_compiled_and_in_python(arr, arr2):
+    compiled = _observe_repeats(True, arr, arr2)
+    assert compiled == _observe_repeats(False, arr, arr2)
+    (outer, outer_calls), (inner, inner_calls) = compiled
+    by_api = {api: sum(a == api for a, _ in outer) for api, _ in outer}
+    # wp.synchronize 12 times, sync() and fake.synchronize() 6 each before their swap
+    assert by_api["wp.synchronize()"] == 12 + 6 + 6
+    assert by_api["wp.array.numpy()"] == 24  # the receiver swapped for another array
+    assert by_api["wp.launch without stream="] == 12
+    assert outer_calls > 24 + 24 + 12  # and what Warp's readbacks call inside
+    assert len(inner) == 3 and inner_calls == 3  # the launches of the last three rounds
+
+
 # The Python callback reads its frames with sys._getframe, which raises an audit event;
 # the compiled filter reads them without. In a child process: an audit hook cannot be
 # removed, and one in this process would run inside every later test's callback.
@@ -211,23 +270,62 @@ print(len(counted))
 """
 
 
-@needs_clean_filter
-def test_the_compiled_filter_answers_clean_calls_without_the_python_callback():
+def _getframes_counted(script: str) -> dict[str, list[int]]:
+    """What `script` prints last (counts of sys._getframe audit events), run with the compiled
+    filter ("0") and with the Python callback alone ("1")."""
     tests = os.path.dirname(__file__)
     counts = {}
     for setting in ("0", "1"):
         env = {**os.environ, "TRACKGEN_CONTRACT_PURE_PYTHON": setting, "PYTHONPATH": tests}
         done = subprocess.run(
-            [sys.executable, "-c", _COUNT_GETFRAMES],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stderr
-        counts[setting] = int(done.stdout.split()[-1])
-    assert counts["1"] >= 2600  # the Python callback: at least one per call
-    assert counts["0"] < 100  # compiled: only while the sites are learnt
+        counts[setting] = [int(n) for n in done.stdout.splitlines()[-1].split()]
+    return counts
+
+
+@needs_clean_filter
+def test_the_compiled_filter_answers_clean_calls_without_the_python_callback():
+    counts = _getframes_counted(_COUNT_GETFRAMES)
+    assert counts["1"][-1] >= 2600  # the Python callback: at least one per call
+    assert counts["0"][-1] < 100  # compiled: only while the sites are learnt
+
+
+_COUNT_GETFRAMES_OF_REPEATS = """
+import functools, sys, warp as wp
+from acme.kernels import add_one
+from trackgen_contract import hot_path_guard
+arr = wp.zeros(8, dtype=float, device="cpu")
+counted = []
+sys.addaudithook(lambda event, args: event == "sys._getframe" and counted.append(event))
+launch = wp.launch
+def breaches(n):
+    for _ in range(n):
+        launch(add_one, 8, inputs=[arr])  # no stream=: checked that it loads wp.launch
+        wp.synchronize()  # a host sync wherever it is called from: no check
+        arr.numpy()
+with hot_path_guard(strict=False) as guard:
+    breaches(200)
+    direct = len(counted)
+    # called through C at the same instruction, now with its stream
+    launch = functools.partial(wp.launch, stream=None)
+    breaches(100)
+print(len(guard.violations), direct, len(counted) - direct)
+"""
+
+
+@needs_clean_filter
+def test_the_compiled_filter_answers_repeat_breaches_without_the_python_callback():
+    counts = _getframes_counted(_COUNT_GETFRAMES_OF_REPEATS)
+    (breaches, direct, through_c), python = counts["0"], counts["1"]
+    # the same record either way: each sync and readback, and the launches until the
+    # partial passed their stream
+    assert breaches == python[0] == 300 + 300 + 200
+    assert python[1] >= 600  # the Python callback: at least one per call
+    assert direct < 100  # compiled: only while the sites are judged and remembered
+    # the launch site no longer loads wp.launch: judged in full, by the Python callback
+    assert through_c >= 100 and python[2] >= 300
 
 
 @needs_clean_filter

@@ -60,8 +60,12 @@ typedef struct {
 } ReceiverSlots;
 
 typedef struct {
-    Py_ssize_t tracers, thread, mine;
+    Py_ssize_t tracers, thread, mine, alone;
 } QuietSlots;
+
+typedef struct {
+    Py_ssize_t caller, callee, globals, name, op, tracer, binding, check, answer;
+} RepeatSlots;
 
 typedef struct {
     PyObject_HEAD
@@ -69,11 +73,12 @@ typedef struct {
     PyObject *on_start;  /* the Python callback: every call the filter does not answer */
     PyObject *active;    /* the ContextVar of running tracers */
     PyObject *table;     /* fastpath.table */
+    PyObject *repeats;   /* fastpath.repeats */
     PyObject *last;      /* fastpath.last */
     PyObject *quiet;     /* fastpath.quiet */
     PyObject *counting;  /* fastpath.counting */
     PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *step_type;
-    PyTypeObject *item_type, *part_type, *spread_type, *quiet_type;
+    PyTypeObject *item_type, *part_type, *spread_type, *quiet_type, *repeat_type;
     PyObject *binding_holds;  /* Binding.holds: a Spread's `loads` may be it, bound */
     CleanSlots clean;
     BindingSlots binding;
@@ -84,6 +89,7 @@ typedef struct {
     SpreadSlots spread;
     ReceiverSlots receiver;
     QuietSlots q;
+    RepeatSlots repeat;
     Py_ssize_t several_others, last_now;
     Py_ssize_t dict_scan_limit;  /* fastpath.DICT_SCAN_LIMIT: the largest dict searched */
     PyTypeObject *counter_type;  /* the class whose `clean_calls` slot count() writes */
@@ -526,12 +532,13 @@ spread_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObject
 }
 #endif
 
-/* Whether the site `clean` still calls the watched function the way it was learnt. */
+/* Whether a remembered site still calls the watched function the way it was learnt: by
+ * its `binding` (a Binding, or None) or else its `check` (None, a Receiver, a Spread, or
+ * any other check, called), the fields of a fastpath.Clean or fastpath.Repeat. */
 static int
-site_loads(CleanFilter *self, PyObject *clean, PyFrameObject *caller, PyObject *globals)
+site_loads(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject *caller,
+           PyObject *globals)
 {
-    PyObject *binding = slot(clean, self->clean.binding);
-    PyObject *check = slot(clean, self->clean.check);
     if (binding == NULL || check == NULL) {
         return FULL;
     }
@@ -730,6 +737,82 @@ count(CleanFilter *self, PyObject *tracers)
     return ANSWERED;
 }
 
+/* The remembered repeat site `caller` is executing for `code` under the very globals and
+ * module name it was judged with (fastpath.answer_repeat's lookups), or NULL (a new
+ * reference). */
+static PyObject *
+repeat_site(CleanFilter *self, PyObject *code, PyFrameObject *caller, PyObject *globals)
+{
+    PyCodeObject *caller_code = PyFrame_GetCode(caller);
+    PyObject *key = PyLong_FromVoidPtr(caller_code);  /* id() of the caller's code */
+    PyObject *sites = key == NULL ? NULL : PyDict_GetItemWithError(self->repeats, key);
+    Py_XDECREF(key);
+    PyObject *known = NULL;
+    if (sites != NULL && PyDict_CheckExact(sites)) {
+        key = PyLong_FromLong(PyFrame_GetLasti(caller));
+        known = key == NULL ? NULL : PyDict_GetItemWithError(sites, key);
+        Py_XDECREF(key);
+    }
+    int found = known != NULL && Py_IS_TYPE(known, self->repeat_type)
+                && slot(known, self->repeat.caller) == (PyObject *)caller_code
+                && slot(known, self->repeat.callee) == code
+                && slot(known, self->repeat.globals) == globals;
+    Py_DECREF(caller_code);
+    if (!found) {
+        return NULL;
+    }
+    /* Held from here: the lookup below may run a str subclass key's __eq__. */
+    Py_INCREF(known);
+    PyObject *name = PyDict_GetItemWithError(globals, self->s_name);
+    if ((name == NULL && PyErr_Occurred())
+        || (name == NULL ? Py_None : name) != slot(known, self->repeat.name)) {
+        Py_DECREF(known);
+        return NULL;
+    }
+    return known;
+}
+
+/* A repeat of a judged call at a remembered site, answered by the tracer that remembered
+ * it, as fastpath.answer_repeat answers it: where that tracer is the only one of this
+ * thread watching the call and the site still loads the watched function, its answer is
+ * called. ANSWERED where it took the call; FULL where the Python callback decides (it
+ * refused, or a RecursionError: the callback asks again and judges in full, as
+ * answer_repeat does); FAILED: its error, raised into the call. */
+static int
+answer_repeat(CleanFilter *self, PyObject *code, PyObject *tracers, PyFrameObject *caller,
+              PyObject *globals)
+{
+    PyObject *known = repeat_site(self, code, caller, globals);
+    if (known == NULL) {
+        return FULL;
+    }
+    int result = FULL;
+    PyObject *now = quiet_answer(self, tracers);
+    PyObject *alone = now == NULL ? NULL : slot(now, self->q.alone);
+    PyObject *op = slot(known, self->repeat.op), *tracer = slot(known, self->repeat.tracer);
+    if (alone == NULL || op == NULL || tracer == NULL || !PyDict_CheckExact(alone)
+        || !PyUnicode_CheckExact(op) || PyDict_GetItemWithError(alone, op) != tracer) {
+        goto done;
+    }
+    PyObject *binding = slot(known, self->repeat.binding), *check = slot(known, self->repeat.check);
+    PyObject *answer = slot(known, self->repeat.answer);
+    if (answer == NULL || site_loads(self, binding, check, caller, globals) != ANSWERED) {
+        goto done;
+    }
+    PyObject *answered = PyObject_CallNoArgs(answer);  /* `known`, held, holds it */
+    if (answered == NULL) {
+        result = PyErr_ExceptionMatches(PyExc_RecursionError) ? FULL : FAILED;
+    }
+    else {
+        result = answered == Py_False ? FULL : ANSWERED;
+        Py_DECREF(answered);
+    }
+done:
+    Py_XDECREF(now);
+    Py_DECREF(known);
+    return result;
+}
+
 /* ANSWERED: a clean call, counted; FULL: for the Python callback (no error set);
  * FAILED: an error to raise into the call, as the Python callback would. */
 static int
@@ -756,7 +839,14 @@ answer(CleanFilter *self, PyObject *code, PyObject *tracers)
         goto done;
     }
     clean = clean_site(self, code, caller, globals);
-    if (clean == NULL || site_loads(self, clean, caller, globals) != ANSWERED) {
+    if (clean == NULL) {
+        if (!PyErr_Occurred() && PyDict_GET_SIZE(self->repeats) > 0) {
+            result = answer_repeat(self, code, tracers, caller, globals);
+        }
+        goto done;
+    }
+    PyObject *binding = slot(clean, self->clean.binding), *check = slot(clean, self->clean.check);
+    if (site_loads(self, binding, check, caller, globals) != ANSWERED) {
         goto done;
     }
     now = quiet_answer(self, tracers);
@@ -834,6 +924,7 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->on_start);
     Py_VISIT(self->active);
     Py_VISIT(self->table);
+    Py_VISIT(self->repeats);
     Py_VISIT(self->last);
     Py_VISIT(self->quiet);
     Py_VISIT(self->counting);
@@ -847,6 +938,7 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->spread_type);
     Py_VISIT(self->binding_holds);
     Py_VISIT(self->quiet_type);
+    Py_VISIT(self->repeat_type);
     Py_VISIT(self->counter_type);
     Py_VISIT(self->counter_descr);
     return 0;
@@ -858,6 +950,7 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->on_start);
     Py_CLEAR(self->active);
     Py_CLEAR(self->table);
+    Py_CLEAR(self->repeats);
     Py_CLEAR(self->last);
     Py_CLEAR(self->quiet);
     Py_CLEAR(self->counting);
@@ -871,6 +964,7 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->spread_type);
     Py_CLEAR(self->binding_holds);
     Py_CLEAR(self->quiet_type);
+    Py_CLEAR(self->repeat_type);
     Py_CLEAR(self->counter_type);
     Py_CLEAR(self->counter_descr);
     Py_CLEAR(self->s_name);
@@ -916,9 +1010,28 @@ same_offsets(PyTypeObject *step, PyTypeObject *receiver, InstanceSlots *i)
 }
 
 static int
+read_repeat_slots(CleanFilter *self)
+{
+    PyTypeObject *repeat = self->repeat_type;
+    RepeatSlots *r = &self->repeat;
+    return (slot_offset(repeat, "caller", &r->caller) < 0
+            || slot_offset(repeat, "callee", &r->callee) < 0
+            || slot_offset(repeat, "globals", &r->globals) < 0
+            || slot_offset(repeat, "name", &r->name) < 0
+            || slot_offset(repeat, "op", &r->op) < 0
+            || slot_offset(repeat, "tracer", &r->tracer) < 0
+            || slot_offset(repeat, "binding", &r->binding) < 0
+            || slot_offset(repeat, "check", &r->check) < 0
+            || slot_offset(repeat, "answer", &r->answer) < 0)
+               ? -1
+               : 0;
+}
+
+static int
 read_fastpath(CleanFilter *self, PyObject *fastpath)
 {
     if (take(fastpath, "table", &self->table) < 0 || take(fastpath, "last", &self->last) < 0
+        || take(fastpath, "repeats", &self->repeats) < 0
         || take(fastpath, "quiet", &self->quiet) < 0
         || take(fastpath, "counting", &self->counting) < 0
         || get_type(fastpath, "Clean", &self->clean_type) < 0
@@ -929,7 +1042,8 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
         || get_type(fastpath, "Item", &self->item_type) < 0
         || get_type(fastpath, "Part", &self->part_type) < 0
         || get_type(fastpath, "Spread", &self->spread_type) < 0
-        || get_type(fastpath, "Quiet", &self->quiet_type) < 0) {
+        || get_type(fastpath, "Quiet", &self->quiet_type) < 0
+        || get_type(fastpath, "Repeat", &self->repeat_type) < 0) {
         return -1;
     }
     self->binding_holds = PyObject_GetAttrString((PyObject *)self->binding_type, "holds");
@@ -945,8 +1059,8 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
         }
         return -1;
     }
-    if (!PyDict_CheckExact(self->table)) {
-        PyErr_SetString(PyExc_TypeError, "fastpath.table is not a dict");
+    if (!PyDict_CheckExact(self->table) || !PyDict_CheckExact(self->repeats)) {
+        PyErr_SetString(PyExc_TypeError, "fastpath.table or fastpath.repeats is not a dict");
         return -1;
     }
     CleanSlots *c = &self->clean;
@@ -998,6 +1112,8 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(self->quiet_type, "tracers", &self->q.tracers) < 0
             || slot_offset(self->quiet_type, "thread", &self->q.thread) < 0
             || slot_offset(self->quiet_type, "mine", &self->q.mine) < 0
+            || slot_offset(self->quiet_type, "alone", &self->q.alone) < 0
+            || read_repeat_slots(self) < 0
             || slot_offset(self->several_type, "others", &self->several_others) < 0
             || slot_offset(Py_TYPE(self->last), "now", &self->last_now) < 0)
                ? -1

@@ -171,7 +171,9 @@ statics: dict[int, dict[int, tuple[CodeType, CodeType, object, dict]]] = {}
 class Repeat:
     """A call site whose calls one tracer answers by calling `answer` (see `answer_repeat`)."""
 
-    __slots__ = ("answer", "callee", "caller", "check", "globals", "name", "op", "tracer")
+    __slots__ = (
+        "answer", "binding", "callee", "caller", "check", "globals", "name", "op", "tracer"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -189,6 +191,8 @@ class Repeat:
         self.callee = callee.code
         self.op = callee.op
         self.check = check
+        owner = getattr(check, "__self__", None)  # as Clean's: the compiled test reads it
+        self.binding = owner if type(owner) is Binding else None
         self.tracer = tracer
         self.answer = answer
 
