@@ -1,19 +1,21 @@
-/* The sys.monitoring core's PY_START callback, its clean-site test compiled.
+/* The sys.monitoring core's PY_START callback, its clean-site and repeat tests compiled.
  *
  * A `CleanFilter` is registered in place of the Python callback (sysmon.py) and answers
- * the one case that dominates a hot loop: a call at a remembered clean site (fastpath.py),
- * under tracers that let it pass. It makes the very test the Python callback makes
- * inline, on the same tables, reading the slots of fastpath's objects directly, and
- * counts the call the same way. Anything else, a failed test, a missing answer, an error
- * of its own, goes to the Python callback, which tests again and decides: this file
- * never judges a call, it only spares the interpreter the Python frames of the common
- * clean one. A Python callback called from here sees the same frames as one registered
+ * the two cases that dominate a hot loop: a call at a remembered clean site (fastpath.py),
+ * under tracers that let it pass, and, at a site with none, a repeat of a judged breach
+ * that the tracer which judged it answers itself (fastpath.answer_repeat). It makes the
+ * very tests the Python callback makes, in the same order, on the same tables, reading
+ * the slots of fastpath's objects directly, and counts the call or calls the tracer's
+ * answer the same way. Anything else, a failed test, a missing or refused answer, an
+ * error of its own, goes to the Python callback, which tests again and decides: this
+ * file never judges a call, it only spares the interpreter the Python frames of the
+ * common ones. A Python callback called from here sees the same frames as one registered
  * directly (a C function has no frame), so `sys._getframe(1)` is still the watched
  * function.
  *
  * No user code runs here that the Python test would not run: dict lookups by str keys
  * (a str subclass key's __eq__, as Python's own lookup), the site's check (a Python
- * function of fastpath's), and a counting tracer's `clean_calls`.
+ * function of fastpath's), a counting tracer's `clean_calls`, and a tracer's answer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
