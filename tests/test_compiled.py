@@ -452,6 +452,56 @@ def test_calls_counted_in_a_tracers_slot_are_counted_as_the_python_callback_coun
     assert compiled[0] >= 8 and compiled[2] == [1] * compiled[0]
 
 
+class _Once(Exception):
+    """Raised once, as a signal handler's exception is: whatever runs the same code again
+    does not meet it."""
+
+
+class _OpsRaisingOnce(Tracer):
+    """A tracer whose `ops`, read when the core works out which tracers of the thread watch
+    a call (fastpath.quiet), raises once when armed."""
+
+    armed = False
+
+    @property
+    def ops(self):
+        if type(self).armed:
+            type(self).armed = False
+            raise _Once
+        return self._ops
+
+    @ops.setter
+    def ops(self, value):
+        self._ops = value
+
+
+@needs_clean_filter
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_an_exception_raised_once_while_the_filter_answers_reaches_the_call(arr, compiled):
+    # BUG: the compiled filter cleared any error of the Python code it ran and handed the
+    # call to the Python callback, which ran it again: an exception raised once there (a
+    # signal handler's, in fastpath.quiet) was lost, and the call went on.
+    def clean_launch():
+        wp.launch(add_one, 8, inputs=[arr], stream=None)
+
+    def host_sync():
+        wp.synchronize()
+
+    with callback(compiled):
+        with hot_path_guard(strict=False) as guard:
+            for _ in range(3):  # a clean site and a repeat site, remembered
+                clean_launch()
+                host_sync()
+            for site in (clean_launch, host_sync):
+                with _OpsRaisingOnce(lambda call: None, every_call=False):
+                    _OpsRaisingOnce.armed = True  # a new tracer: quiet is asked again
+                    with pytest.raises(_Once):
+                        site()
+                    site()  # and the next call goes through
+    assert not _OpsRaisingOnce.armed
+    assert [v.api for v in guard.violations] == ["wp.synchronize()"] * 4
+
+
 @needs_compiled
 def test_a_strict_guard_raises_the_same_breach_compiled(arr):
     with callback(True):

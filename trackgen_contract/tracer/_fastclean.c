@@ -536,9 +536,10 @@ spread_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObject
 
 /* Whether a remembered site still calls the watched function the way it was learnt: by
  * its `binding` (a Binding, or None) or else its `check` (None, a Receiver, a Spread, or
- * any other check, called), the fields of a fastpath.Clean or fastpath.Repeat. */
+ * any other check, called), the fields of a fastpath.Clean or fastpath.Repeat. May return
+ * FULL with an error set: the check's (see site_loads). */
 static int
-site_loads(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject *caller,
+site_check(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject *caller,
            PyObject *globals)
 {
     if (binding == NULL || check == NULL) {
@@ -560,11 +561,29 @@ site_loads(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject 
 #endif
     PyObject *result = PyObject_CallOneArg(check, (PyObject *)caller);
     if (result == NULL) {
-        return FULL;  /* the Python callback calls it again and meets the error itself */
+        return FULL;
     }
     int loads = PyObject_IsTrue(result);
     Py_DECREF(result);
     return loads > 0 ? ANSWERED : FULL;
+}
+
+/* site_check, its error handled as the Python callback handles a check's: an Exception
+ * means the site does not load the function that way (FULL, the error cleared: the
+ * callback tests again), and any other (a KeyboardInterrupt that a signal handler raised
+ * in the check, say) reaches the call (FAILED, the error set). */
+static int
+site_loads(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject *caller,
+           PyObject *globals)
+{
+    int loads = site_check(self, binding, check, caller, globals);
+    if (loads != ANSWERED && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            return FAILED;
+        }
+        PyErr_Clear();
+    }
+    return loads == ANSWERED ? ANSWERED : FULL;
 }
 
 /* The remembered clean site `caller` is executing for `code`, or NULL (a new reference). */
@@ -779,7 +798,8 @@ repeat_site(CleanFilter *self, PyObject *code, PyFrameObject *caller, PyObject *
  * thread watching the call and the site still loads the watched function, its answer is
  * called. ANSWERED where it took the call; FULL where the Python callback decides (it
  * refused, or a RecursionError: the callback asks again and judges in full, as
- * answer_repeat does); FAILED: its error, raised into the call. */
+ * answer_repeat does); FAILED: an error to raise into the call (the answer's, or one the
+ * Python callback would not catch either). */
 static int
 answer_repeat(CleanFilter *self, PyObject *code, PyObject *tracers, PyFrameObject *caller,
               PyObject *globals)
@@ -798,12 +818,18 @@ answer_repeat(CleanFilter *self, PyObject *code, PyObject *tracers, PyFrameObjec
     }
     PyObject *binding = slot(known, self->repeat.binding), *check = slot(known, self->repeat.check);
     PyObject *answer = slot(known, self->repeat.answer);
-    if (answer == NULL || site_loads(self, binding, check, caller, globals) != ANSWERED) {
+    int loads = answer == NULL ? FULL : site_loads(self, binding, check, caller, globals);
+    if (loads != ANSWERED) {
+        result = loads;
         goto done;
     }
     PyObject *answered = PyObject_CallNoArgs(answer);  /* `known`, held, holds it */
     if (answered == NULL) {
-        result = PyErr_ExceptionMatches(PyExc_RecursionError) ? FULL : FAILED;
+        result = FAILED;
+        if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+            PyErr_Clear();
+            result = FULL;
+        }
     }
     else {
         result = answered == Py_False ? FULL : ANSWERED;
@@ -848,7 +874,9 @@ answer(CleanFilter *self, PyObject *code, PyObject *tracers)
         goto done;
     }
     PyObject *binding = slot(clean, self->clean.binding), *check = slot(clean, self->clean.check);
-    if (site_loads(self, binding, check, caller, globals) != ANSWERED) {
+    int loads = site_loads(self, binding, check, caller, globals);
+    if (loads != ANSWERED) {
+        result = loads;
         goto done;
     }
     now = quiet_answer(self, tracers);
@@ -857,8 +885,11 @@ answer(CleanFilter *self, PyObject *code, PyObject *tracers)
         result = count(self, counting);
     }
 done:
-    if (result == FULL) {
-        PyErr_Clear();  /* ours alone: the callback is called with none set */
+    if (result == FULL && PyErr_Occurred()) {
+        /* Raised by code the callback runs outside any `try` as well (fastpath.quiet or
+         * counting, a str subclass key's __eq__ in a lookup, a signal handler in any of
+         * them): it reaches the call, as from there; calling the callback would lose it. */
+        result = FAILED;
     }
     Py_XDECREF(counting);
     Py_XDECREF(now);
