@@ -3,6 +3,9 @@
 import gc
 import sys
 
+import pytest
+import warp as wp
+
 
 def stack_depth():
     """How many frames the caller's stack holds."""
@@ -72,3 +75,14 @@ def leftovers():
     if headroom.users:
         found.append(f"room near the recursion limit still counted: {len(headroom.users)}")
     return found
+
+
+def volume_on_cpu(data):
+    """``wp.Volume.load_from_numpy(data)`` on the CPU, a Warp call that makes arrays
+    itself; skips where the installed Warp builds volumes on CUDA devices only (1.10)."""
+    try:
+        return wp.Volume.load_from_numpy(data, bg_value=0.0, device="cpu")
+    except RuntimeError as error:
+        if "Only CUDA devices" not in str(error):
+            raise
+        pytest.skip(f"warp-lang {wp.config.version}: {error}")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import warp as wp
 from acme.kernels import add_one
+from helpers import volume_on_cpu
 
 from trackgen_contract import hot_path_guard, hotpaths, sanction
 from trackgen_contract.recording import Recording
@@ -177,7 +178,7 @@ def test_an_allocation_warp_makes_is_named_by_the_call_that_made_it():
     recording = Recording(make_policy())
     data = np.zeros((4, 4, 4), dtype=np.float32)
     with recording.tracer():
-        wp.Volume.load_from_numpy(data, bg_value=0.0, device="cpu")
+        volume_on_cpu(data)
         wp.zeros(2, dtype=float, device="cpu")
     names = {str(name): count for name, count in recording.calls.items()}
     assert names["wp.array (inside wp.Volume.load_from_numpy)"].calls >= 1

@@ -10,7 +10,7 @@ import pytest
 import warp as wp
 from acme import gen
 from acme.kernels import add_one
-from helpers import assert_nothing_left, monitoring_state
+from helpers import assert_nothing_left, monitoring_state, volume_on_cpu
 
 import trackgen_contract
 from trackgen_contract import BACKEND, Tracer, WarpCall, hot_path, hot_path_guard
@@ -82,7 +82,7 @@ def test_an_allocation_is_made_by_the_public_call_that_made_it(arr):
     # Volume.load_from_numpy makes) is made by wp.array, inside the program's call
     data = np.zeros((4, 4, 4), dtype=np.float32)
     read = lambda c: (c.api, (c.made_by, c.via, c.within))  # noqa: E731
-    calls = trace(lambda: wp.Volume.load_from_numpy(data, bg_value=0.0, device="cpu"), read=read)
+    calls = trace(lambda: volume_on_cpu(data), read=read)
     made = [fields for api, fields in calls if api == "wp.array._init_new"]
     assert made and {(made_by, via) for made_by, via, _ in made} == {
         ("wp.array", "wp.Volume.load_from_numpy")
