@@ -586,6 +586,19 @@ site_loads(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject 
     return loads == ANSWERED ? ANSWERED : FULL;
 }
 
+/* Whether `globals` holds the very object `name` under "__name__" (None: no such key), as
+ * a site remembered it; 0 with the lookup's error set where it raised (a str subclass
+ * key's __eq__). */
+static int
+named(CleanFilter *self, PyObject *globals, PyObject *name)
+{
+    PyObject *found = PyDict_GetItemWithError(globals, self->s_name);
+    if (found == NULL && PyErr_Occurred()) {
+        return 0;
+    }
+    return (found == NULL ? Py_None : found) == name;
+}
+
 /* The remembered clean site `caller` is executing for `code`, or NULL (a new reference). */
 static PyObject *
 clean_site(CleanFilter *self, PyObject *code, PyFrameObject *caller, PyObject *globals)
@@ -619,9 +632,7 @@ clean_site(CleanFilter *self, PyObject *code, PyFrameObject *caller, PyObject *g
     /* Held from here: the lookup below may run a str subclass key's __eq__, which may
      * empty the table. */
     Py_INCREF(clean);
-    PyObject *name = PyDict_GetItemWithError(globals, self->s_name);
-    if ((name == NULL && PyErr_Occurred())
-        || (name == NULL ? Py_None : name) != slot(clean, self->clean.name)) {
+    if (!named(self, globals, slot(clean, self->clean.name))) {
         Py_DECREF(clean);
         return NULL;
     }
@@ -784,9 +795,7 @@ repeat_site(CleanFilter *self, PyObject *code, PyFrameObject *caller, PyObject *
     }
     /* Held from here: the lookup below may run a str subclass key's __eq__. */
     Py_INCREF(known);
-    PyObject *name = PyDict_GetItemWithError(globals, self->s_name);
-    if ((name == NULL && PyErr_Occurred())
-        || (name == NULL ? Py_None : name) != slot(known, self->repeat.name)) {
+    if (!named(self, globals, slot(known, self->repeat.name))) {
         Py_DECREF(known);
         return NULL;
     }

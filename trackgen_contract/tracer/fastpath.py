@@ -124,6 +124,13 @@ def counted_as(op: str, module: str | None) -> Counted:
     return found
 
 
+def _binding_of(check: Check | None) -> Binding | None:
+    """The `Binding` whose ``holds`` `check` is (a bound method), or None: the callback
+    and the compiled filter test a binding inline."""
+    owner = getattr(check, "__self__", None)
+    return owner if type(owner) is Binding else None
+
+
 class Clean:
     """A remembered clean call site: its caller's code and module name (the very
     ``__name__`` object of its globals), its callee's code, what its calls count as, and
@@ -142,8 +149,7 @@ class Clean:
         self.callee = callee.code
         self.counted = counted
         self.check = check
-        owner = getattr(check, "__self__", None)  # Binding.holds: a bound method
-        self.binding = owner if type(owner) is Binding else None
+        self.binding = _binding_of(check)
 
 
 class _Several:
@@ -191,8 +197,7 @@ class Repeat:
         self.callee = callee.code
         self.op = callee.op
         self.check = check
-        owner = getattr(check, "__self__", None)  # as Clean's: the compiled test reads it
-        self.binding = owner if type(owner) is Binding else None
+        self.binding = _binding_of(check)
         self.tracer = tracer
         self.answer = answer
 
