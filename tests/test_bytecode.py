@@ -15,7 +15,7 @@ import types
 import pytest
 from test_callsite_model import MODULES
 
-from trackgen_contract.callsite import analysis, bytecode
+from trackgen_contract.callsite import analysis, bytecode, model
 
 _SRC = "warp._src" if importlib.util.find_spec("warp._src") else "warp"
 MORE_MODULES = [f"{_SRC}.sparse", f"{_SRC}.fem.integrate"]
@@ -83,6 +83,13 @@ CORPUS = textwrap.dedent(
         if (n := launch(stream=None)) is not None:
             return partial(launch, n)(stream=None)
         return [launch(i, stream=None) for i in range(3)]
+
+    def commons(launch, cmds, configs, values):
+        assert values, "none"
+        launch(*cmds[-1], stream=None)
+        cmds[-1].launch(None)
+        launch(1, **configs[""], stream=configs[True])
+        return tuple(v for v in values), all(v for v in values), [None, False, -1]
     """
 ).format(body=textwrap.indent(_NAMES, " " * 4), loop=textwrap.indent(_NAMES, " " * 12))
 
@@ -129,6 +136,7 @@ def test_the_corpus_has_the_rare_shapes():
     assert "EXTENDED_ARG" in opnames
     assert {"LOAD_DEREF", "STORE_DEREF", "DELETE_GLOBAL", "STORE_GLOBAL", "LOAD_NAME"} <= opnames
     assert opnames & {"JUMP_BACKWARD", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE"}
+    assert ("LOAD_COMMON_CONSTANT" in opnames) == bool(model.COMMON_CONSTANTS)
 
 
 @pytest.mark.parametrize("name", [*MODULES, *MORE_MODULES, "corpus"])

@@ -232,6 +232,40 @@ def test_double_star_of_a_subscript_with_a_local_key(arr):
     )
 
 
+def test_items_at_the_constants_the_interpreter_loads_itself(arr, cmd, cmd2):
+    # 3.15 loads -1, None, True, False and '' with LOAD_COMMON_CONSTANT, not LOAD_CONST:
+    # an item read at one of them is as readable as at any other constant.
+    fast, slow = {"stream": None, "device": "cpu"}, {"device": "cpu"}
+    configs = [slow, fast]
+    by_key = {None: fast, True: fast, False: slow, "": slow}
+    leading = [(add_one, 8, [arr]), (add_one, 8, [arr], [], [], [], "cpu", None)]
+    cmds = [cmd2, cmd]
+
+    def calls():
+        wp.launch(add_one, 8, inputs=[arr], **configs[-1])
+        wp.launch(add_one, 8, inputs=[arr], **by_key[None])
+        wp.launch(add_one, 8, inputs=[arr], **by_key[True])
+        wp.launch(add_one, 8, inputs=[arr], **by_key[False])
+        wp.launch(add_one, 8, inputs=[arr], **by_key[""])
+        wp.launch(*leading[-1])
+        cmds[-1].launch(None)
+        cmds[-1].launch()
+
+    exact(
+        calls,
+        [
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device", "stream")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+            Call("wp.launch", names(LAUNCH, 2, "inputs", "device")),
+            Call("wp.launch", names(LAUNCH, 8)),
+            Call("wp.Launch.launch", {"self", "stream"}),
+            Call("wp.Launch.launch", {"self"}),
+        ],
+    )
+
+
 class _Options:
     """Launch options kept on an object, as a launch context keeps them."""
 

@@ -12,6 +12,7 @@ newer Python's) keeps the stack depth but forgets every value on it: never a gue
 from __future__ import annotations
 
 import dis
+import opcode
 import sys
 from collections.abc import Callable
 from types import CodeType
@@ -39,6 +40,8 @@ PY = sys.version_info[:2]
 _NB_OPS = [name for name, _ in getattr(dis, "_nb_ops", ())]
 _NB_SUBSCR = _NB_OPS.index("NB_SUBSCR") if "NB_SUBSCR" in _NB_OPS else None
 _INTRINSIC_LIST_TO_TUPLE = 6  # CALL_INTRINSIC_1 operand (3.12+)
+#: What LOAD_COMMON_CONSTANT loads, by its argument (3.14+; `dis` reads the same table).
+COMMON_CONSTANTS = tuple(getattr(opcode, "_common_constants", ()))
 
 Stack = list  # of value descriptions, bottom first
 
@@ -178,6 +181,14 @@ def _load_name(stack, ins, code, state):
 @_handles("LOAD_CONST", "LOAD_SMALL_INT")
 def _load_const(stack, ins, code, state):
     stack.append(Const.of(ins.argval))
+
+
+@_handles("LOAD_COMMON_CONSTANT")
+def _load_common_constant(stack, ins, code, state):
+    # 3.15 loads None, True, False, '' and -1 this way: `cmds[-1].launch(None)` and
+    # `**configs[-1]` are read as exactly as with any other constant.
+    known = ins.arg is not None and 0 <= ins.arg < len(COMMON_CONSTANTS)
+    stack.append(Const.of(COMMON_CONSTANTS[ins.arg]) if known else UNKNOWN)
 
 
 @_handles("PUSH_NULL")
@@ -334,7 +345,7 @@ _POPS: dict[str, int | Callable[[int], int]] = {
     "FOR_ITER": 0, "GET_AITER": 1, "GET_ANEXT": 0, "GET_AWAITABLE": 1, "GET_ITER": 1,
     "GET_LEN": 0, "GET_YIELD_FROM_ITER": 1, "IMPORT_FROM": 0, "IMPORT_NAME": 2,
     "LOAD_ASSERTION_ERROR": 0, "LOAD_BUILD_CLASS": 0, "LOAD_CLOSURE": 0, "LOAD_LOCALS": 0,
-    "LOAD_COMMON_CONSTANT": 0, "LOAD_FROM_DICT_OR_DEREF": 1, "LOAD_FROM_DICT_OR_GLOBALS": 1,
+    "LOAD_FROM_DICT_OR_DEREF": 1, "LOAD_FROM_DICT_OR_GLOBALS": 1,
     "LOAD_SPECIAL": 1, "LOAD_SUPER_ATTR": 3, "MAKE_FUNCTION": _make_function_pops,
     "MATCH_CLASS": 3, "MATCH_KEYS": 0, "MATCH_MAPPING": 0, "MATCH_SEQUENCE": 0,
     "PREP_RERAISE_STAR": 2, "PUSH_EXC_INFO": 1, "RETURN_GENERATOR": 0, "SEND": 1,
