@@ -481,3 +481,47 @@ def test_a_task_created_before_the_guard_is_not_seen(arr):
         return guard
 
     assert asyncio.run(main()).ok
+
+
+# --- comprehensions: named as Python 3.12+ runs them, inside their function ----------------
+
+
+def _read_in_comprehensions(arr):
+    listed = [arr.numpy() for _ in range(1)]
+    keyed = {k: arr.numpy() for k in range(1)}
+    nested = [{arr.numpy().size for _ in range(1)} for _ in range(1)]
+    called = [(lambda: arr.numpy())() for _ in range(1)]  # a function of its own
+    return listed, keyed, nested, called
+
+
+@sanction.site("host-poll")
+def _sanctioned_comprehension(arr):
+    return [arr.numpy() for _ in range(2)] + [(lambda: arr.numpy())() for _ in range(1)]
+
+
+LAMBDA = "_read_in_comprehensions.<locals>.<lambda>"
+
+
+def test_a_breach_in_a_comprehension_is_its_functions_on_every_python(arr):
+    # 3.11 runs each comprehension in a function of its own (<listcomp>, <dictcomp>,
+    # <setcomp>); reports, allow keys and baselines name the function holding it.
+    with no_host_sync(strict=False) as guard:
+        _read_in_comprehensions(arr)
+    functions = [v.site.function for v in guard.violations]
+    assert functions == ["_read_in_comprehensions"] * 3 + [LAMBDA]
+
+
+def test_allowing_a_function_allows_its_comprehensions(arr):
+    key = ("wp.array.numpy", __name__, "_read_in_comprehensions")
+    with no_host_sync(allow=[key], strict=False) as guard:
+        _read_in_comprehensions(arr)
+    assert guard.allowed == [key] * 3
+    assert [v.site.function for v in guard.violations] == [LAMBDA]
+
+
+def test_a_sanctioned_function_sanctions_its_comprehensions_not_its_lambdas(arr):
+    with no_host_sync(strict=False) as guard, sanction.scope("host-poll"):
+        _sanctioned_comprehension(arr)
+    assert guard.sanctioned == [("wp.array.numpy", __name__, "_sanctioned_comprehension")] * 2
+    lambda_name = "_sanctioned_comprehension.<locals>.<lambda>"
+    assert [v.site.function for v in guard.violations] == [lambda_name]

@@ -25,6 +25,8 @@ from contextvars import ContextVar
 from types import CodeType
 from typing import TypeVar
 
+from .sites import inlined_comprehensions
+
 __all__ = ["is_sanctioned", "marks", "scope", "site"]
 
 F = TypeVar("F", bound=Callable)
@@ -60,7 +62,8 @@ def site(kind: str) -> Callable[[F], F]:
         code = getattr(target, "__code__", None)
         if not isinstance(code, CodeType):
             raise TypeError(f"sanction.site({kind!r}) expects a function, got {fn!r}")
-        _sites[id(code)] = (code, kind)
+        for own in (code, *inlined_comprehensions(code)):  # 3.11's run apart
+            _sites[id(own)] = (own, kind)
         marked[0] += 1
         return fn
 

@@ -79,6 +79,37 @@ def is_internal(frame: FrameType) -> bool:
     return origin[1] and dict.get(frame.f_globals, "__name__") != "__main__"
 
 
+# Python 3.12 runs list, dict and set comprehensions inside the function that holds them
+# (PEP 709); 3.11 runs each in a function of its own, named in every qualified name below
+# it. Reports, allow keys and baselines name the function as 3.12 does, on every version.
+_INLINED = (
+    frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
+    if sys.version_info < (3, 12)
+    else frozenset()
+)
+
+
+def function_name(code: CodeType) -> str:
+    """The qualified name of the function running `code`, with 3.11's comprehensions
+    folded into the function that holds them (``run.<locals>.<listcomp>`` is ``run``)."""
+    if not _INLINED:
+        return code.co_qualname
+    parts = [part for part in code.co_qualname.split(".") if part not in _INLINED]
+    if parts and parts[-1] == "<locals>":
+        parts.pop()
+    return ".".join(parts) or "<module>"
+
+
+def inlined_comprehensions(code: CodeType) -> list[CodeType]:
+    """The code objects of the comprehensions that 3.12 would run inside `code` (none
+    from 3.12 on)."""
+    found = []
+    for const in code.co_consts:
+        if isinstance(const, CodeType) and const.co_name in _INLINED:
+            found += [const, *inlined_comprehensions(const)]
+    return found
+
+
 def module_name(globals_: dict) -> str:
     """The module a frame's globals name: their own ``__name__``, read as a plain dict
     would (no code of the program runs), or ``"<unknown>"`` where that is not a string."""
@@ -108,7 +139,7 @@ class Site:
         if site is None or site.module != module:
             site = known[frame.f_lasti] = cls(
                 module=module,
-                function=code.co_qualname,
+                function=function_name(code),
                 filename=code.co_filename,
                 lineno=frame.f_lineno or code.co_firstlineno,
             )
