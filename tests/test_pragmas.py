@@ -351,3 +351,45 @@ def test_unknown():
     n = line_of(path, "allocations")
     result.stdout.fnmatch_lines([f"*test_u.py:{n}: unknown category 'allocations'*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+WITH_ITEMS = """\
+import contextlib
+import warp as wp
+
+def entered(scope):
+    with (
+        contextlib.nullcontext(),
+        wp.ScopedStream(None),  # trackgen_contract: allow stream
+    ):
+        pass
+
+def entered_twice(scope):
+    try:
+        if scope:
+            raise ValueError(scope)  # the finally body's other copy runs
+    finally:  # compiled twice on 3.11 and 3.12: its statements too
+        with contextlib.nullcontext(), \\
+                contextlib.nullcontext() as ctx, \\
+                wp.ScopedStream(
+                    None
+                ):
+            pass
+    with (
+        wp.ScopedStream(None)
+    ) as s, wp.ScopedStream(None):
+        pass
+"""
+
+
+def test_a_with_item_breaches_on_its_own_line_on_every_python(tmp_path, arr):
+    # 3.11 and 3.12 place an item's __enter__ call on the whole `with` statement (its
+    # first line), 3.13 on the item: the item's line is read from the statement.
+    mod = module(tmp_path, WITH_ITEMS)
+    with hot_path_guard(strict=False) as guard:
+        mod.entered(None)
+        mod.entered_twice(None)
+        with pytest.raises(ValueError):
+            mod.entered_twice("on error")
+    assert [a.violation.site.lineno for a in guard.allowed] == [7]
+    assert [v.site.lineno for v in guard.violations] == [18, 23, 24, 18]

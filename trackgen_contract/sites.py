@@ -10,6 +10,8 @@ site.
 
 from __future__ import annotations
 
+import ast
+import dis
 import importlib.util
 import io
 import linecache
@@ -141,7 +143,7 @@ class Site:
                 module=module,
                 function=function_name(code),
                 filename=code.co_filename,
-                lineno=frame.f_lineno or code.co_firstlineno,
+                lineno=_line(frame, code),
             )
         return site
 
@@ -161,6 +163,52 @@ class Site:
 
     def __str__(self) -> str:
         return f"{self.function} ({self.location})"
+
+
+# 3.11 and 3.12 place the call of a `with` item's __enter__ on the whole statement, whose
+# first line is the `with`; 3.13 on the item. So that a breach in ``with (\n a,\n
+# wp.ScopedStream(None),\n):`` is on the item's line on every version (its pragma, its
+# baseline entry), the item is found in the statement's source.
+_ENTERS = frozenset(
+    dis.opmap[name]
+    for name in ("BEFORE_WITH", "BEFORE_ASYNC_WITH")
+    if name in dis.opmap and sys.version_info < (3, 13)
+)
+
+
+def _line(frame: FrameType, code: CodeType) -> int:
+    line = frame.f_lineno or code.co_firstlineno
+    lasti = frame.f_lasti
+    if _ENTERS and 0 <= lasti < len(code.co_code) and code.co_code[lasti] in _ENTERS:
+        return _with_item_line(code, lasti) or line
+    return line
+
+
+def _with_item_line(code: CodeType, lasti: int) -> int | None:
+    """The first line of the item whose __enter__ the instruction at `lasti` calls, read
+    from the source of its `with` statement; None where that cannot be read."""
+    positions = list(code.co_positions())  # one per two bytes of co_code
+    statement = positions[lasti // 2]
+    first, last, column = statement[0], statement[1], statement[2]
+    if first is None or last is None or column is None:
+        return None
+    # The statement's enters share its positions; its items are entered in order (a
+    # `finally` body is compiled twice, and with it the statement).
+    enters = [
+        offset
+        for offset in range(0, len(code.co_code), 2)
+        if code.co_code[offset] in _ENTERS and positions[offset // 2] == statement
+    ]
+    lines = [line_of(code.co_filename, n) for n in range(first, last + 1)]
+    lines[0] = lines[0].encode("utf-8")[column:].decode("utf-8", "replace")  # bytes
+    try:
+        node = ast.parse("".join(lines)).body[0]
+    except (SyntaxError, ValueError, IndexError, RecursionError, MemoryError):
+        return None  # the file changed since, or cannot be read
+    if not isinstance(node, (ast.With, ast.AsyncWith)) or node.lineno != 1:
+        return None
+    item = node.items[enters.index(lasti) % len(node.items)]
+    return first + item.context_expr.lineno - 1
 
 
 def line_of(filename: str, lineno: int) -> str:
