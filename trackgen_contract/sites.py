@@ -178,13 +178,15 @@ _ENTERS = frozenset(
 
 def _line(frame: FrameType, code: CodeType) -> int:
     line = frame.f_lineno or code.co_firstlineno
-    lasti = frame.f_lasti
-    if _ENTERS and 0 <= lasti < len(code.co_code) and code.co_code[lasti] in _ENTERS:
-        return _with_item_line(code, lasti) or line
+    if not _ENTERS:
+        return line
+    raw, lasti = code.co_code, frame.f_lasti  # co_code: a property, read once
+    if 0 <= lasti < len(raw) and raw[lasti] in _ENTERS:
+        return _with_item_line(code, raw, lasti) or line
     return line
 
 
-def _with_item_line(code: CodeType, lasti: int) -> int | None:
+def _with_item_line(code: CodeType, raw: bytes, lasti: int) -> int | None:
     """The first line of the item whose __enter__ the instruction at `lasti` calls, read
     from the source of its `with` statement; None where that cannot be read."""
     positions = list(code.co_positions())  # one per two bytes of co_code
@@ -196,8 +198,8 @@ def _with_item_line(code: CodeType, lasti: int) -> int | None:
     # `finally` body is compiled twice, and with it the statement).
     enters = [
         offset
-        for offset in range(0, len(code.co_code), 2)
-        if code.co_code[offset] in _ENTERS and positions[offset // 2] == statement
+        for offset in range(0, len(raw), 2)
+        if raw[offset] in _ENTERS and positions[offset // 2] == statement
     ]
     lines = [line_of(code.co_filename, n) for n in range(first, last + 1)]
     lines[0] = lines[0].encode("utf-8")[column:].decode("utf-8", "replace")  # bytes
