@@ -2,6 +2,7 @@
 (through a subprocess) and under the pytest marker (through pytester)."""
 
 import contextlib
+import gc
 import importlib
 import importlib.abc
 import importlib.util
@@ -10,6 +11,8 @@ import linecache
 import py_compile
 import sys
 import textwrap
+import traceback
+import weakref
 import zipfile
 
 import pytest
@@ -60,6 +63,12 @@ def test_parse():
         parse("# trackgen_contract: allow gpu", "f.py", 2)
     with pytest.raises(PragmaError, match="cannot read the pragma"):
         parse("# trackgen_contract: let host_sync", "f.py", 2)
+    # Any whitespace parts the words, as in a comment anyone writes.
+    for spelled in ("allow\tallocation", "allow  host_sync ,\tstream ", "\tallow capture"):
+        assert parse(f"# trackgen_contract:{spelled}", "f.py", 1)
+    for unreadable in ("", "   ", "allow", "allow stream,", "allow ,stream"):
+        with pytest.raises(PragmaError, match=r"f.py:4: cannot read the pragma"):
+            parse(f"# trackgen_contract:{unreadable}", "f.py", 4)
     assert _comment('x = "# trackgen_contract: allow stream"') is None  # inside a string
     assert _comment("x = f('#', y)  # here") == "# here"
 
@@ -252,6 +261,32 @@ def test_an_unreadable_pragma_accepts_nothing_and_is_raised_when_the_block_ends(
             mod.unknown(arr)  # a strict guard refuses the breach, naming the pragma
 
 
+def test_an_unreadable_pragma_keeps_nothing_of_the_blocks_that_hit_it(tmp_path, arr):
+    # BUG: the line's PragmaError was kept and raised again by every guard whose block
+    # breached there: its traceback grew by each raise's frames, and kept every such
+    # block's frames (and what their locals held) alive for the rest of the process.
+    mod = module(tmp_path, SOURCE)
+
+    class Held:
+        pass
+
+    def block(held):
+        with hot_path_guard(strict=False):
+            mod.unknown(arr)
+
+    held, depths = [], []
+    for _ in range(4):
+        value = Held()
+        held.append(weakref.ref(value))
+        with pytest.raises(PragmaError, match="unknown category 'hostsync'") as raised:
+            block(value)
+        depths.append(len(traceback.extract_tb(raised.value.__traceback__)))
+        del value, raised
+    gc.collect()
+    assert [ref() for ref in held] == [None] * 4
+    assert len(set(depths)) == 1, depths  # each error raised afresh
+
+
 CLI = (
     PRELUDE
     + """\
@@ -341,15 +376,43 @@ def test_marker_unknown_category(pytester):
 import pytest
 import warp as wp
 
+def allocate():
+    wp.zeros(2, device="cpu")  # trackgen_contract: allow allocations
+
 @pytest.mark.hot_path
 def test_unknown():
-    wp.zeros(2, device="cpu")  # trackgen_contract: allow allocations
+    allocate()
+
+@pytest.mark.hot_path(strict=False)
+def test_lenient():
+    allocate()
+
+def test_fixture(hot_path_guard):
+    with hot_path_guard(strict=False):
+        allocate()
 """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=3)
     n = line_of(path, "allocations")
-    result.stdout.fnmatch_lines([f"*test_u.py:{n}: unknown category 'allocations'*"])
+    # A strict guard refuses the breach, naming the pragma; at the end of a lenient
+    # marked test the failure is the message alone (the user's comment is at fault, not
+    # a frame of the plugin's); under the fixture the user's `with` line is the last
+    # frame shown.
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_unknown _*",
+            f"E*HotPathViolation: allocation on a hot path*(test_u.py:{n}: unknown category*",
+            "*_ test_lenient _*",
+            f"test_u.py:{n}: unknown category 'allocations'*",
+            "*_ test_fixture _*",
+            "*with hot_path_guard(strict=False):",
+            f"E*PragmaError: test_u.py:{n}: unknown category 'allocations'*",
+            "test_u.py:*: PragmaError",
+        ]
+    )
+    assert "pytest_plugin.py" not in result.stdout.str()
+    assert "guard.py" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 

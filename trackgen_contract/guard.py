@@ -182,8 +182,8 @@ class HotPathGuard:
         self._claim = threading.Lock()  # held while active: one entry at a time
         self._hidden_env: int | None = None  # the generation of the env var it hid
         self._judged = self._clean = 0  # calls judged, and answered by the clean-site path
-        # Pragmas on breaching lines that cannot be read, by (file, line): raised on exit.
-        self._unread: dict[tuple[str, int], PragmaError] = {}
+        # Why pragmas on breaching lines cannot be read, by (file, line): raised on exit.
+        self._unread: dict[tuple[str, int], str] = {}
         self._verdicts = SiteVerdicts(self._policy)
         self._once = OncePerProgramCall()  # of the block: one violation per program call
 
@@ -252,8 +252,9 @@ class HotPathGuard:
     @entry
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
         protected(self._leave)
+        __tracebackhide__ = True  # read by pytest: the user's `with` line is the last shown
         if self._unread and exc_type is None:
-            raise next(iter(self._unread.values()))
+            raise PragmaError(next(iter(self._unread.values())))
         if self.strict and exc_type is None and not self.ok:
             # The breach was swallowed: this traceback does not show its line, the text does.
             raise HotPathViolation(self.report(with_source=True))
@@ -303,7 +304,7 @@ class HotPathGuard:
             accepted = accepting(violation)  # a pragma on the breaching line
         except PragmaError as error:  # it accepts nothing; raised when the block ends
             site = violation.site
-            self._unread.setdefault((site.filename, site.lineno), error)
+            self._unread.setdefault((site.filename, site.lineno), str(error))
             accepted = None
         if accepted is not None:
             return "allowed", accepted

@@ -86,7 +86,8 @@ def parse(comment: str, filename: str, lineno: int) -> Pragma | None:
     if match is None:
         return None
     where = _location(filename, lineno)
-    verb, _, rest = match.group(1).strip().partition(" ")
+    words = match.group(1).split(None, 1)  # any whitespace (a tab, say) after the verb
+    verb, rest = (words + ["", ""])[:2]
     names = [name.strip() for name in rest.split(",")]
     if verb != "allow" or not all(names):
         raise PragmaError(
@@ -126,9 +127,11 @@ def _comment(line: str) -> str | None:
     return None
 
 
-# (filename, lineno) -> the pragma there, None, or the error reading it. One entry per
-# breaching line, read on the first breach there.
-_lines: dict[tuple[str, int], Pragma | PragmaError | None] = {}
+# (filename, lineno) -> the pragma there, None, or why it cannot be read. One entry per
+# breaching line, read on the first breach there. The message, not the exception: one
+# raised again and again would grow its traceback at each raise, and keep alive the
+# frames of every guarded block that hit the line.
+_lines: dict[tuple[str, int], Pragma | str | None] = {}
 
 
 def at(filename: str, lineno: int) -> Pragma | None:
@@ -139,10 +142,10 @@ def at(filename: str, lineno: int) -> Pragma | None:
         try:
             _lines[key] = None if comment is None else parse(comment, filename, lineno)
         except PragmaError as exc:
-            _lines[key] = exc
+            _lines[key] = str(exc)
     found = _lines[key]
-    if isinstance(found, PragmaError):
-        raise found
+    if isinstance(found, str):
+        raise PragmaError(found)
     return found
 
 

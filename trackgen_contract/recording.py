@@ -142,7 +142,7 @@ class Recording:
     allowed: Counter[tuple[Violation, bool]] = field(default_factory=Counter)
     sanctioned: Counter[tuple[Violation, bool]] = field(default_factory=Counter)
     by_pragma: Counter[tuple[Violation, Pragma, bool]] = field(default_factory=Counter)
-    pragma_errors: dict[str, PragmaError] = field(default_factory=dict)
+    pragma_errors: dict[str, None] = field(default_factory=dict)  # messages, in order
     #: Watched calls one of the checks looks at (see `rules.covers`).
     checked: int = 0
     # what marks a hot path -> watched calls made inside it that a check looks at
@@ -222,7 +222,7 @@ class Recording:
         try:
             accepted = accepting(violation)
         except PragmaError as exc:  # reported with the run; the breach stays a breach
-            self.pragma_errors.setdefault(str(exc), exc)
+            self.pragma_errors[str(exc)] = None
             accepted = None
         if accepted is not None:
             return self.by_pragma, (violation, accepted.pragma, hot)
