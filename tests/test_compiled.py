@@ -548,13 +548,35 @@ def test_the_pure_python_setting(setting, expected):
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
-    if expected == "error":
-        assert done.returncode == 1
-        assert "TRACKGEN_CONTRACT_PURE_PYTHON must be 1, 0 or empty, not 'yes'" in done.stderr
+    if expected == "error":  # imports (a plugin's import line would say nothing useful)
+        assert done.returncode == 0, done.stderr
     elif (_fastclean if SYSMON else _fastprofile) is None:
         assert done.stdout.strip() == "False", done.stderr
     else:
         assert done.stdout.strip() == expected, done.stderr
+
+
+def test_a_bad_pure_python_setting_refuses_every_start_and_names_itself(tmp_path):
+    message = "TRACKGEN_CONTRACT_PURE_PYTHON must be 1, 0 or empty, not 'yes'"
+    starts = [
+        "from trackgen_contract import hot_path_guard as start; start()",
+        "from trackgen_contract.tracer import Tracer; Tracer(print)",
+        "from trackgen_contract.tracer import keep_armed; keep_armed()",
+    ]
+    env = {**os.environ, "TRACKGEN_CONTRACT_PURE_PYTHON": "yes"}
+    for code in starts:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 1 and f"ValueError: {message}" in done.stderr, code
+    program = tmp_path / "program.py"
+    program.write_text("print('ran')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "trackgen_contract.trace", str(program)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == f"python -m trackgen_contract.trace: error: {message}\n"
 
 
 # --- 3.11: the profile hook behind a C filter ------------------------------------------

@@ -409,3 +409,29 @@ def test_host_sync_only():
     together.stdout.fnmatch_lines(["*_ test_host_sync_only _*", "nothing was checked*"])
     alone = run(source, "-k", "host_sync_only")
     alone.assert_outcomes(failed=1, deselected=1)
+
+
+def test_a_bad_pure_python_setting_fails_the_guarded_tests_alone(pytester, monkeypatch):
+    # BUG: the setting was refused as the package was imported: the plugin's import, in
+    # every pytest run of the environment, ended in a traceback through it (exit 3).
+    pytester.makepyfile(
+        """
+import pytest
+
+@pytest.mark.hot_path
+def test_marked():
+    pass
+
+def test_plain():
+    pass
+"""
+    )
+    monkeypatch.setenv("TRACKGEN_CONTRACT_PURE_PYTHON", "yes")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_marked*@pytest.mark.hot_path: TRACKGEN_CONTRACT_PURE_PYTHON must be 1, 0 or"
+            " empty, not 'yes'"
+        ]
+    )

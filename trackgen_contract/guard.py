@@ -27,7 +27,7 @@ from .rules import (
     finding_row,
     make_policy,
 )
-from .tracer import CallRefused, Tracer, WarpCall
+from .tracer import CallRefused, Tracer, WarpCall, check_setting
 from .tracer.critical import entry, protected
 
 __all__ = [
@@ -150,6 +150,7 @@ class HotPathGuard:
         allow: Iterable[Key] = (),
         strict: bool = True,
     ) -> None:
+        check_setting()
         switches = {
             "host_sync": host_sync,
             "allocation": allocation,

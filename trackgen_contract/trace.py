@@ -41,7 +41,7 @@ from .registry import COPY, READBACK, SYNC, TABLE
 from .report import Findings, Outcome, render, to_json
 from .rules import CATEGORIES, Key, Policy, Violation, make_policy
 from .runner import Program, ProgramNotFound, functions_of_unimported
-from .tracer import keep_armed
+from .tracer import check_setting, keep_armed
 
 PROG = "python -m trackgen_contract.trace"
 
@@ -300,6 +300,7 @@ class _Setup:
 
 
 def _setup(argv: list[str]) -> _Setup:
+    check_setting()
     options_argv, target = _split(argv)
     options = _parser().parse_args(options_argv)
     if target is None:

@@ -33,7 +33,7 @@ from .call import WarpCall
 from .collector import collector
 from .headroom import DEPTH_IS_FRAMES, ROOM, headroom
 
-__all__ = ["BACKEND", "COMPILED", "CallRefused", "Tracer", "WarpCall", "keep_armed"]
+__all__ = ["BACKEND", "COMPILED", "CallRefused", "Tracer", "WarpCall", "check_setting", "keep_armed"]
 
 # The tracers started in the current context, in start order. A stopped tracer may linger
 # in a context it was not stopped from; dispatch skips it and the next start drops it.
@@ -171,11 +171,11 @@ def _compiled_wanted() -> bool:
     callback's clean-site test (`_fastclean`), on 3.11 the profile hook's filter
     (`_fastprofile`). Where the extension was built, unless
     ``TRACKGEN_CONTRACT_PURE_PYTHON=1`` asks for the Python test alone (the same
-    verdicts, slower; for comparing the two). A bad setting is never ignored."""
-    setting = os.environ.get(_PURE_PYTHON, "")
-    if setting not in ("", "0", "1"):
-        raise ValueError(f"{_PURE_PYTHON} must be 1, 0 or empty, not {setting!r}")
-    if setting == "1":
+    verdicts, slower; for comparing the two). A bad setting is refused by `check_setting`
+    (nothing starts under it), not at import: a traceback from an import line (the
+    pytest plugin's, in every pytest run of the environment) would not say where it
+    matters."""
+    if _setting_error() is not None or os.environ.get(_PURE_PYTHON) == "1":
         return False
     try:
         if sys.version_info >= (3, 12):
@@ -187,14 +187,31 @@ def _compiled_wanted() -> bool:
     return True
 
 
+def _setting_error() -> str | None:
+    setting = os.environ.get(_PURE_PYTHON, "")
+    if setting in ("", "0", "1"):
+        return None
+    return f"{_PURE_PYTHON} must be 1, 0 or empty, not {setting!r}"
+
+
+def check_setting() -> None:
+    """Raise ValueError where ``TRACKGEN_CONTRACT_PURE_PYTHON`` had a bad value when this
+    package was imported: no tracer, guard or `keep_armed` block starts then (the
+    environment is read once, at import, where the core is chosen)."""
+    if _SETTING_ERROR is not None:
+        raise ValueError(_SETTING_ERROR)
+
+
 _PURE_PYTHON = "TRACKGEN_CONTRACT_PURE_PYTHON"
+_SETTING_ERROR = _setting_error()
 _core = _choose_core()
 
 #: The name of the backend this interpreter uses: ``"sys.monitoring"`` or ``"sys.setprofile"``.
 BACKEND: str = _core.name
 
 #: Whether the core's first filter runs in C (`_fastclean` on 3.12+, `_fastprofile` on
-#: 3.11): where the extension was built and ``TRACKGEN_CONTRACT_PURE_PYTHON`` is not 1.
+#: 3.11): where the extension was built and ``TRACKGEN_CONTRACT_PURE_PYTHON`` is 0 or
+#: empty (with a bad value nothing starts: see `check_setting`).
 COMPILED: bool = _core.compiled
 
 _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
@@ -260,6 +277,7 @@ class Tracer:
         every_call: bool = True,
         counts: Callable[[str, str | None], bool | None] | None = None,
     ) -> None:
+        check_setting()
         if not callable(on_call):
             raise TypeError(f"Tracer(on_call): on_call must be callable, got {on_call!r}")
         if counts is not None and not callable(counts):
@@ -380,6 +398,7 @@ class keep_armed:  # lower case: used like a function, ``with keep_armed():``
     """
 
     def __init__(self) -> None:
+        check_setting()
         self._entries = _lists.shared(None)
         self._held = False
 
