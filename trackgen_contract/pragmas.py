@@ -86,8 +86,7 @@ def parse(comment: str, filename: str, lineno: int) -> Pragma | None:
     if match is None:
         return None
     where = _location(filename, lineno)
-    words = match.group(1).split(None, 1)  # any whitespace (a tab, say) after the verb
-    verb, rest = (words + ["", ""])[:2]
+    verb, rest = [*match.group(1).split(None, 1), "", ""][:2]  # any whitespace (a tab, say)
     names = [name.strip() for name in rest.split(",")]
     if verb != "allow" or not all(names):
         raise PragmaError(
