@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import py_compile
 import signal
 import subprocess
 import sys
@@ -855,11 +856,33 @@ def test_checks_and_modules_options(tmp_path):
         (["--baseline", "missing.json", "PROG"], "--baseline missing.json: no such file"),
         (["--baseline", "PROG", "PROG"], "not a baseline file"),
         (["--baseline", "b", "--write-baseline", "c", "PROG"], "go one at a time"),
+        # --strict stops at the first breach: a baseline of it would list that one alone
+        (["--strict", "--write-baseline", "b.json", "PROG"], "--strict and --write-baseline"),
+        # one file for two reports, the baseline read or the program: one would be lost
+        (["--json", "r", "--sarif", "r", "PROG"], "--sarif r: that file is --json's"),
+        (["--sarif", "r", "--write-baseline", "./r", "PROG"], "./r: that file is --sarif's"),
+        (["--json", "PROG", "PROG"], "that file is the program's"),
+        (["--write-baseline", "PROG", "PROG"], "that file is the program's"),
+        (["--baseline", "BASE", "--json", "BASE", "PROG"], "that file is --baseline's"),
+        # a file's name is not its module's: looked up as a package, it would run first
+        (["--hot", "acme/gen:f", "PROG"], "'acme/gen' is not a module name"),
+        (["--hot", "gen.py:f", "PROG"], "'gen.py' is a file name; give the module's name (gen:f)"),
+        (["--hot", "prog:f-g", "PROG"], "'f-g' is not a qualified name"),
+        (["-c", "print(1)"], "a program given with -c cannot be run"),
+        (["--json", "r", "-c", "print(1)"], "a program given with -c cannot be run"),
+        (["-"], "a program read from stdin (-) cannot be run"),
+        (["--", "-"], "a program read from stdin (-) cannot be run"),
+        (["PYC"], "is compiled bytecode: run the source it was compiled from"),
     ],
 )
 def test_usage_errors(tmp_path, args, message):
     path = program(tmp_path, PRELUDE)
-    names = {"PROG": str(path), "PROGDIR": str(tmp_path)}
+    compiled = py_compile.compile(str(path), cfile=str(tmp_path / "prog.pyc"), doraise=True)
+    base = tmp_path / "base.json"
+    if "BASE" in args:  # a real baseline: the collision is found before it is read
+        status, _, err = trace("--write-baseline", base, program(tmp_path, "", "empty.py"))
+        assert status == 101 and base.exists(), err
+    names = {"PROG": str(path), "PROGDIR": str(tmp_path), "PYC": compiled, "BASE": str(base)}
     status, _, err = trace(*[names.get(a, a) for a in args], cwd=tmp_path)
     assert status == 2
     assert err.count("\n") == 1, err  # one line
@@ -879,6 +902,18 @@ def test_a_bad_hot_target_is_reported_before_another_imports_a_module(tmp_path, 
     assert status == 2 and err.startswith("python -m trackgen_contract.trace: error: --hot")
     assert "noisy imported" not in out
     assert "noisy imported" in trace("--hot", "noisy:join", path, cwd=tmp_path, env=env)[1]
+
+
+def test_a_hot_module_under_a_plain_module_is_not_looked_up_by_importing_it(tmp_path):
+    # BUG: `side.sub` was looked up as Python looks a submodule up, importing `side`
+    # first: its code ran ahead of the program, unwatched (a plain module has no
+    # submodules: there is nothing to find).
+    (tmp_path / "side.py").write_text("print('side imported')\n")
+    path = program(tmp_path, "print('program starts')\nimport side\n")
+    env = {"PYTHONPATH": str(tmp_path)}
+    status, out, err = trace("--hot", "side.sub:work", path, cwd=tmp_path, env=env)
+    assert out.splitlines() == ["program starts", "side imported"], err
+    assert status == NOTHING_CHECKED and "never imported 'side.sub'" in err
 
 
 def test_help_shows_an_example():

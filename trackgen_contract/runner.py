@@ -64,7 +64,13 @@ class Program:
             return cls([path, *args], path0, code, globals_, "__main__", True, True)
         filename = _absolute(path)  # as Python makes it: joined to the cwd, not normalised
         with open(path, "rb") as source:
-            code = compile(source.read(), filename, "exec", dont_inherit=True)
+            text = source.read()
+        if text[2:4] == b"\r\n" and b"\0" in text[4:16]:  # a .pyc's magic number and flags
+            raise ProgramNotFound(
+                f"{path!r} is compiled bytecode: run the source it was compiled from (its "
+                "lines are what the report shows, and where pragmas are read)"
+            )
+        code = compile(text, filename, "exec", dont_inherit=True)
         attributes: dict[str, object] = {
             "__file__": filename,
             "__loader__": importlib.machinery.SourceFileLoader("__main__", filename),
@@ -239,6 +245,8 @@ def _find_unimported(name: str) -> ModuleSpec | None:
     if not parent or parent in sys.modules:
         return importlib.util.find_spec(name)
     package = _find_unimported(parent)
+    if package is not None and package.submodule_search_locations is None:
+        return None  # a plain module has no submodules: nothing to import it for
     found = None
     if package is not None and package.submodule_search_locations is not None:
         # A namespace package raises: importlib finds one only under imported parents.

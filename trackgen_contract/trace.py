@@ -142,6 +142,12 @@ _TAKES_VALUE = {
 }  # fmt: skip
 
 
+_FROM_A_FILE = (
+    "{what} cannot be run: its lines could not be shown or read for pragmas; "
+    "save it to a file and run that"
+)
+
+
 def _split(argv: list[str]) -> tuple[list[str], tuple[str, str, list[str]] | None]:
     """Our options, and the program to run: ("script" or "module", name, its arguments)."""
     options: list[str] = []
@@ -152,10 +158,14 @@ def _split(argv: list[str]) -> tuple[list[str], tuple[str, str, list[str]] | Non
             if i + 1 == len(argv):
                 raise UsageError("-m needs a module name")
             return options, ("module", argv[i + 1], argv[i + 2 :])
+        if token.startswith("-c"):  # -c CODE, or -cCODE
+            raise UsageError(_FROM_A_FILE.format(what="a program given with -c"))
         if token == "--" or not token.startswith("-") or token == "-":
             start = i + (token == "--")
             if start == len(argv):
                 break
+            if argv[start] == "-":
+                raise UsageError(_FROM_A_FILE.format(what="a program read from stdin (-)"))
             return options, ("script", argv[start], argv[start + 1 :])
         options.append(token)
         if token in _TAKES_VALUE and i + 1 < len(argv):
@@ -204,7 +214,7 @@ def _modules(text: str | None, program: Program) -> list[str] | None:
             "caller outside Warp"
         )
     for name in names:
-        if not all(part.isidentifier() for part in name.split(".")):
+        if not _dotted(name):
             raise UsageError(
                 f"--modules: {name!r} is not a module name; give dotted names, "
                 "comma-separated (--modules acme,acme_tracks)"
@@ -249,7 +259,28 @@ def _module_and_qualname(target: str) -> tuple[str, str]:
     module, _, qualname = target.partition(":")
     if not module or not qualname:
         raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
+    if not _dotted(module):
+        # A path (`gen.py`, `acme/gen`) would be looked up as a package and its module,
+        # which imports the "package" (runs gen.py) ahead of the program.
+        raise UsageError(
+            f"--hot {target}: {module!r} is not a module name; give its dotted name "
+            "(acme.gen:Gen.generate), or __main__ for the program's own functions"
+        )
+    if module.endswith(".py"):  # as `python -m gen.py` (a submodule named py: none seen)
+        raise UsageError(
+            f"--hot {target}: {module!r} is a file name; give the module's name "
+            f"({module[:-3]}:{qualname})"
+        )
+    if not _dotted(qualname.replace(".<locals>.", ".")):
+        raise UsageError(
+            f"--hot {target}: {qualname!r} is not a qualified name (Gen.generate, "
+            "outer.<locals>.inner)"
+        )
     return module, qualname
+
+
+def _dotted(name: str) -> bool:
+    return all(part.isidentifier() for part in name.split("."))
 
 
 def _hot_path(target: str, program: Program) -> tuple[str, str, CodeType | None]:
@@ -284,6 +315,29 @@ def _hot_path(target: str, program: Program) -> tuple[str, str, CodeType | None]
         raise UsageError(f"--hot {target}: {qualname!r} is not a function") from None
 
 
+def _outputs(options: argparse.Namespace, program: Program) -> dict[str, str]:
+    """The files the report goes to, by option: writable, and none of them another's, the
+    baseline read or the program's own source (which the report would overwrite)."""
+    taken = {}
+    if options.baseline:
+        taken[os.path.realpath(options.baseline)] = "--baseline"
+    source = program.code.co_filename
+    if os.path.isfile(source):
+        taken[os.path.realpath(source)] = "the program"
+    outputs = {}
+    for option in ("json", "sarif", "write_baseline"):
+        path = getattr(options, option)
+        if not path:
+            continue
+        flag = "--" + option.replace("_", "-")
+        check_writable(path, flag)
+        other = taken.setdefault(os.path.realpath(path), flag)
+        if other != flag:
+            raise UsageError(f"{flag} {path}: that file is {other}'s; give each its own file")
+        outputs[option] = os.path.abspath(path)  # the program may change directory
+    return outputs
+
+
 @dataclasses.dataclass(frozen=True)
 class _Setup:
     """What the command line settled before the program runs."""
@@ -310,6 +364,11 @@ def _setup(argv: list[str]) -> _Setup:
             "--baseline and --write-baseline go one at a time: compare with the baseline, "
             "or rewrite it"
         )
+    if options.strict and options.write_baseline:
+        raise UsageError(
+            "--strict and --write-baseline go one at a time: --strict stops the program at "
+            "its first breach, and a baseline lists every breach of a whole run"
+        )
     kind, name, args = target
     program = Program.module(name, args) if kind == "module" else Program.script(name, args)
     policy = make_policy(
@@ -318,12 +377,7 @@ def _setup(argv: list[str]) -> _Setup:
         allow=[_allow_key(a, program) for a in options.allow],
         keep_arrays=False,
     )
-    outputs = {}
-    for option in ("json", "sarif", "write_baseline"):
-        path = getattr(options, option)
-        if path:
-            check_writable(path, "--" + option.replace("_", "-"))
-            outputs[option] = os.path.abspath(path)  # the program may change directory
+    outputs = _outputs(options, program)
     root, cwd, tool_path = project_root(), os.getcwd(), list(sys.path)
     baseline = None
     if options.baseline:
