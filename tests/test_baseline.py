@@ -186,6 +186,19 @@ def test_a_test_stopped_before_its_listed_breach_did_not_fix_it(session, stop):
     assert "fixed since the baseline" not in result.stdout.str()
 
 
+def test_a_guard_a_test_makes_itself_is_the_tests_own_not_the_sessions(session, pytester):
+    # The session's files are the marked tests' (README): a guard the test makes from the
+    # fixture fails or passes it as written, with a baseline being written too.
+    own = "pass\n\ndef test_own(a, hot_path_guard):\n    with hot_path_guard():\n        gen.sync()"
+    result = session(own, "--hot-path-write-baseline", "b.json")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*_ test_own _*", "E*HotPathViolation: host sync*", "*wrote 2 baseline entries*"]
+    )
+    entries = json.loads((pytester.path / "b.json").read_text())["entries"]
+    assert {e["test"] for e in entries} == {"test_b.py::test_one"}
+
+
 def test_output_files_are_written_when_no_guarded_test_ran(session, pytester):
     # BUG: with no marked test run (deselected, say), no file was written, and a stale one
     # from an earlier run stayed in place for CI to upload.

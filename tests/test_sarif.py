@@ -114,7 +114,7 @@ def test_clean(a):
     result.stderr.fnmatch_lines(["*--hot-path-sarif out/r.sarif: no such directory*"])
     result = pytester.runpytest("-p", "no:cacheprovider", "--hot-path-sarif", "r.sarif")
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*wrote SARIF for 3 guarded tests to r.sarif*"])
+    result.stdout.fnmatch_lines(["*wrote SARIF for 3 marked tests to r.sarif*"])
     run = valid(pytester.path / "r.sarif")["runs"][0]
     [breach] = [r for r in run["results"] if "suppressions" not in r]
     assert breach["ruleId"] == "host_sync"

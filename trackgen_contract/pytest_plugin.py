@@ -12,10 +12,11 @@ collected before it fails, instead of stopping at the first. A marked test whose
 phase makes no watched Warp call fails too: nothing was checked. A marker with bad
 options is an error in the test's setup, before its fixtures run.
 
-Options: ``--hot-path-sarif PATH`` writes every guarded test's breaches as SARIF 2.1.0;
+Options: ``--hot-path-sarif PATH`` writes every marked test's breaches as SARIF 2.1.0;
 ``--hot-path-write-baseline PATH`` records them as a baseline, and
 ``--hot-path-baseline PATH`` accepts what a baseline lists (per test), failing a test only
-on its new breaches. With either baseline option a guarded test runs to its end.
+on its new breaches. With either baseline option a marked test runs to its end. A guard
+a test makes itself (the ``hot_path_guard`` fixture) is its own, in none of these.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--hot-path-sarif",
         metavar="PATH",
-        help="write every guarded test's breaches as SARIF 2.1.0 to PATH",
+        help="write every marked test's breaches as SARIF 2.1.0 to PATH",
     )
     group.addoption(
         "--hot-path-baseline",
@@ -61,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--hot-path-write-baseline",
         metavar="PATH",
-        help="write every guarded test's breaches to PATH as a baseline, and accept them",
+        help="write every marked test's breaches to PATH as a baseline, and accept them",
     )
 
 
@@ -422,7 +423,7 @@ def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
             with_baseline=compared is not None,
         )
         sarifs.write(sarif, log)
-        state.notes.append(f"wrote SARIF for {len(state.tests)} guarded tests to {sarif}")
+        state.notes.append(f"wrote SARIF for {len(state.tests)} marked tests to {sarif}")
     _note_allow_keys(state)
     return _note_pragmas(state) if state.tests else None  # none ran: no pragma was in use
 
