@@ -7,6 +7,7 @@ import json
 import pytest
 from test_cli import BREACHES, PRELUDE, TESTS, load, program, trace
 
+from trackgen_contract import baseline as baselines
 from trackgen_contract.trace import CLEAN
 
 pytest_plugins = ["pytester"]
@@ -60,6 +61,42 @@ def test_written_baseline_is_sorted_stable_and_has_no_line_numbers(written):
     assert "lineno" not in text
     run_with(tmp_path, "", "--write-baseline", "b.json")
     assert (tmp_path / "b.json").read_text() == text  # the same run writes the same file
+
+
+GOOD_ENTRY = {
+    "category": "host_sync", "api": "wp.array.numpy()", "module": "acme.gen",
+    "function": "Gen.step", "source": "a.numpy()", "path": "acme/gen.py", "test": None,
+    "lines": 1,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        (None, "it has no 'entries'"),
+        ({"a": 1}, "its 'entries' must be a list, got {\"a\": 1}"),
+        ([[1]], "entry 1 must be an object, got [1]"),
+        ([GOOD_ENTRY, {**GOOD_ENTRY, "api": 1}], "entry 2: 'api' must be a string, got 1"),
+        ([{k: v for k, v in GOOD_ENTRY.items() if k != "source"}], "entry 1 has no 'source'"),
+        ([{**GOOD_ENTRY, "category": "bogus"}], "entry 1: unknown category 'bogus'; the cat"),
+        ([{**GOOD_ENTRY, "lines": True}], "entry 1: 'lines' must be a positive integer, got true"),
+        ([{**GOOD_ENTRY, "lines": 0}], "entry 1: 'lines' must be a positive integer, got 0"),
+        ([{**GOOD_ENTRY, "test": 3}], "entry 1: 'test' must be a string or null, got 3"),
+    ],
+)
+def test_a_malformed_baseline_names_the_entry_and_field(tmp_path, entries, message):
+    # BUG: these said "malformed entry ('entries')" or "string indices must be integers",
+    # Python's words; a made-up category was read, and its entry reported as fixed.
+    document = {"format": "trackgen_contract baseline", "version": 1}
+    if entries is not None:
+        document["entries"] = entries
+    (tmp_path / "b.json").write_text(json.dumps(document))
+    with pytest.raises(baselines.BaselineError) as raised:
+        baselines.load(str(tmp_path / "b.json"))
+    assert str(raised.value).startswith(f"{tmp_path / 'b.json'}: {message}")
+    document["entries"] = [GOOD_ENTRY]  # and the good one reads
+    (tmp_path / "b.json").write_text(json.dumps(document))
+    assert baselines.load(str(tmp_path / "b.json")).entries[0].identity.function == "Gen.step"
 
 
 def test_the_same_run_with_its_baseline_is_clean(tmp_path, baseline):

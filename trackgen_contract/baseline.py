@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .project import write_atomic
 from .recording import Row
+from .rules import CATEGORIES
 
 FORMAT = "trackgen_contract baseline"
 VERSION = 1
@@ -148,22 +149,49 @@ def load(path: str, writer: str = "--write-baseline") -> Baseline:
         raise BaselineError(
             f"{path}: baseline version {document.get('version')!r}; this version reads {VERSION}"
         )
+    if "entries" not in document:
+        raise BaselineError(f"{path}: it has no 'entries'")
+    entries = document["entries"]
+    if not isinstance(entries, list):
+        raise BaselineError(f"{path}: its 'entries' must be a list, got {_shown(entries)}")
     try:
-        found = tuple(_entry(item) for item in document["entries"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BaselineError(f"{path}: malformed entry ({exc})") from None
+        found = tuple(_entry(n, item) for n, item in enumerate(entries, 1))
+    except ValueError as exc:
+        raise BaselineError(f"{path}: {exc}") from None
     return Baseline(path, found)
 
 
-def _entry(item: dict) -> Entry:
-    texts = [item[k] for k in ("category", "api", "module", "function", "source", "path")]
+_TEXTS = ("category", "api", "module", "function", "source", "path")
+
+
+def _entry(n: int, item: object) -> Entry:
+    """Entry `n` (from 1) of a file, as `Entry.to_json` wrote it; ValueError naming the
+    entry and the field that is wrong."""
+    if not isinstance(item, dict):
+        raise ValueError(f"entry {n} must be an object, got {_shown(item)}")
+    for key in (*_TEXTS, "test", "lines"):
+        if key not in item:
+            raise ValueError(f"entry {n} has no {key!r}")
+    for key in _TEXTS:
+        if not isinstance(item[key], str):
+            raise ValueError(f"entry {n}: {key!r} must be a string, got {_shown(item[key])}")
+    category, api, module, function, source, path = (item[key] for key in _TEXTS)
     test, lines = item["test"], item["lines"]
-    if not all(isinstance(t, str) for t in texts) or not (test is None or isinstance(test, str)):
-        raise ValueError(f"expected strings in {item!r}")
-    if not isinstance(lines, int) or lines < 1:
-        raise ValueError(f"'lines' must be a positive integer in {item!r}")
-    category, api, module, function, source, path = texts
+    if category not in CATEGORIES:
+        raise ValueError(
+            f"entry {n}: unknown category {category!r}; the categories are {', '.join(CATEGORIES)}"
+        )
+    if not (test is None or isinstance(test, str)):
+        raise ValueError(f"entry {n}: 'test' must be a string or null, got {_shown(test)}")
+    if type(lines) is not int or lines < 1:  # (not a bool: true is no count)
+        raise ValueError(f"entry {n}: 'lines' must be a positive integer, got {_shown(lines)}")
     return Entry(Identity(category, api, module, function, source, test), lines, path)
+
+
+def _shown(value: object) -> str:
+    """A JSON value as the file spells it, cut short."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True)
