@@ -180,6 +180,23 @@ def test_bad_modules_is_a_clear_error(modules):
         hot_path_guard(modules=modules)
 
 
+def test_modules_spelled_as_on_the_command_line_gets_the_sequence_it_means():
+    message = r"got 'acme, acme_tracks'; for several, give a sequence: \('acme', 'acme_tracks'\)"
+    with pytest.raises(TypeError, match=message):
+        hot_path_guard(modules="acme, acme_tracks")
+
+
+def test_a_sanction_site_written_without_its_kind_says_the_kind_comes_first():
+    with pytest.raises(TypeError, match=r'the kind comes first: @sanction.site\("host-poll"\)'):
+
+        @sanction.site
+        def poll():
+            pass
+
+    with pytest.raises(TypeError, match=r"a sanction kind must be a non-empty string, got ''$"):
+        sanction.site("")
+
+
 def test_empty_modules_is_a_clear_error():
     with pytest.raises(ValueError, match="modules is empty"):
         stream_explicit(())

@@ -285,6 +285,23 @@ def test_on_call_must_be_callable():
         Tracer("not a function")
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"entries": ["wp.launch"]}, r"Tracer\(entries=...\) takes entries of the registry"),
+        ({"entries": "wp.launch"}, r"or None for all; got 'wp.launch'"),
+        ({"entries": 5}, r"or None for all; got 5"),
+        ({"every_call": "no"}, r"Tracer\(every_call=...\) must be True or False, got 'no'"),
+    ],
+)
+def test_bad_tracer_options_are_named(options, message):
+    # BUG: a name for an entry failed inside the tracer (AttributeError: 'str' object has
+    # no attribute 'code'), and every_call took any value.
+    with pytest.raises(TypeError, match=message):
+        Tracer(print, **options)
+    assert_nothing_left()
+
+
 def test_counts_must_be_callable():
     with pytest.raises(TypeError, match=r"Tracer\(counts=...\) must be callable or None"):
         Tracer(print, every_call=False, counts=True)

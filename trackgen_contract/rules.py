@@ -176,11 +176,16 @@ def _checks(checks: Iterable[str]) -> frozenset[str]:
 def _modules(modules: object) -> tuple[str, ...] | None:
     if modules is None:
         return None
+    given = modules
     if isinstance(modules, str):
         modules = (modules,)
+    # As the user passed it; a comma-separated string (the command line's spelling) gets
+    # the sequence it means.
+    several = tuple(m.strip() for m in given.split(",")) if isinstance(given, str) else ()
+    hint = f"; for several, give a sequence: {several!r}" if len(several) > 1 else ""
     wrong = TypeError(
         "modules must be None (every caller), a module name or a sequence of module names "
-        f"such as ('acme', 'acme_tracks'), got {modules!r}"
+        f"such as ('acme', 'acme_tracks'), got {given!r}{hint}"
     )
     try:
         names = tuple(modules)  # type: ignore[arg-type]

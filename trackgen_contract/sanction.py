@@ -44,9 +44,11 @@ def marks() -> int:
     return marked[0]
 
 
-def _check_kind(kind: object) -> str:
+def _check_kind(kind: object, use: str) -> str:
     if not isinstance(kind, str) or not kind:
-        raise TypeError(f"a sanction kind must be a non-empty string, got {kind!r}")
+        # The usual slip: the decorator written without its kind, `@sanction.site`.
+        hint = f' (the kind comes first: {use}("host-poll"))' if callable(kind) else ""
+        raise TypeError(f"a sanction kind must be a non-empty string, got {kind!r}{hint}")
     return kind
 
 
@@ -55,7 +57,7 @@ def site(kind: str) -> Callable[[F], F]:
 
     Returns the function unchanged.
     """
-    _check_kind(kind)
+    _check_kind(kind, "@sanction.site")
 
     def mark(fn: F) -> F:
         target = getattr(fn, "__func__", fn)  # staticmethod, classmethod, bound method
@@ -73,7 +75,7 @@ def site(kind: str) -> Callable[[F], F]:
 @contextmanager
 def scope(kind: str) -> Iterator[None]:
     """Let the syncs of functions marked ``site(kind)`` through while the block runs."""
-    token = _scopes.set(_scopes.get() | {_check_kind(kind)})
+    token = _scopes.set(_scopes.get() | {_check_kind(kind, "sanction.scope")})
     try:
         yield
     finally:

@@ -33,7 +33,15 @@ from .call import WarpCall
 from .collector import collector
 from .headroom import DEPTH_IS_FRAMES, ROOM, headroom
 
-__all__ = ["BACKEND", "COMPILED", "CallRefused", "Tracer", "WarpCall", "check_setting", "keep_armed"]
+__all__ = [
+    "BACKEND",
+    "COMPILED",
+    "CallRefused",
+    "Tracer",
+    "WarpCall",
+    "check_setting",
+    "keep_armed",
+]
 
 # The tracers started in the current context, in start order. A stopped tracer may linger
 # in a context it was not stopped from; dispatch skips it and the next start drops it.
@@ -236,7 +244,16 @@ class _Lists:
         if known is not None and known[0] is entries:
             return known[1]
         given = entries
-        entries = tuple(entries)
+        wrong = TypeError(
+            "Tracer(entries=...) takes entries of the registry (see "
+            f"trackgen_contract.registry.installed()), or None for all; got {given!r}"
+        )
+        try:
+            entries = tuple(entries)
+        except TypeError:
+            raise wrong from None
+        if not all(type(entry) is Entry for entry in entries):
+            raise wrong
         found = self.by_codes.setdefault(tuple(id(e.code) for e in entries), entries)
         self.ops[id(found)] = frozenset(entry.op for entry in found)
         self.aliases[id(given)] = (given, found)  # the caller's own object, kept alive
@@ -280,6 +297,8 @@ class Tracer:
         check_setting()
         if not callable(on_call):
             raise TypeError(f"Tracer(on_call): on_call must be callable, got {on_call!r}")
+        if not isinstance(every_call, bool):
+            raise TypeError(f"Tracer(every_call=...) must be True or False, got {every_call!r}")
         if counts is not None and not callable(counts):
             raise TypeError(f"Tracer(counts=...) must be callable or None, got {counts!r}")
         self.on_call = on_call
