@@ -223,17 +223,18 @@ class HotPathGuard:
         self._judged = 0
         self._unread = {}
         self._verdicts = SiteVerdicts(self._policy)  # the sites of this block
+        if "host_sync" in self.checks:
+            self._hidden_env = _debug_sync.hide()
         self._tracer = Tracer(
             self._on_call,
             entries=self._policy.entries,
             every_call=False,
             counts=partial(covers_clean, self._policy),
         )
-        # A step of this change (undone by _leave): raises before anything is armed when
-        # no tracer can run.
+        # The last step of this change (undone by _leave), so that on 3.11 little runs
+        # under the thread's new profile function; it raises before anything is armed
+        # when no tracer can run.
         self._tracer.start_step([])
-        if "host_sync" in self.checks:
-            self._hidden_env = _debug_sync.hide()
 
     def _leave(self) -> None:
         # Idempotent, from any thread: also undoes an entry cut short at any step.

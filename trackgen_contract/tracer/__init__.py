@@ -355,17 +355,23 @@ class Tracer:
         self.blind = None
         self.counted = {}  # its counts may answer otherwise now
         fastpath.let_go(self)  # what was remembered for it as it was being stopped
+        _started.add(self)
+        # Attached last but for publishing the tracer: on 3.11 each Python call made once
+        # its thread's profile function is in place runs in tracing mode.
         _core.attach(self)
         self._attached = True
-        _started.add(self)
-        _active.set((*(t for t in _active.get() if t._thread is not None), self))
+        running = _active.get()  # mostly empty: no generator made then
+        _active.set((*(t for t in running if t._thread is not None), self) if running else (self,))
         self._thread = threading.get_ident()
 
     def stop_step(self) -> None:
         """What `stop` changes. Idempotent: also undoes a start cut short at any step."""
         thread, self._thread = self._thread, None
         current = _active.get()
-        if self in current:
+        # By identity (no __eq__ of a subclass runs), and mostly the only one: no loop.
+        if current and current[-1] is self and len(current) == 1:
+            _active.set(())
+        elif any(t is self for t in current):
             _active.set(tuple(t for t in current if t is not self))
         fastpath.let_go(self)
         if self._attached:
