@@ -180,6 +180,28 @@ def test_bad_modules_is_a_clear_error(modules):
         hot_path_guard(modules=modules)
 
 
+def test_a_readback_warp_makes_for_the_users_line_spells_its_allow_key(arr):
+    # Its key names Warp's own caller (print reads the array in array.__str__), which the
+    # site, the user's line, does not show: the report and a strict refusal spell it.
+    def show():
+        print(arr)
+
+    with hot_path_guard(strict=False) as guard:
+        show()
+        arr.numpy()  # the user's own call: its key is the site's, nothing to spell
+    made_inside, own = guard.violations
+    assert made_inside.key[1].startswith("warp") and own.key[1] == "test_guard"
+    hint = f"to let it through: allow=[{tuple(made_inside.key)!r}] (the call is made inside Warp"
+    assert guard.report().count("to let it through") == 1 and hint in guard.report()
+    with pytest.raises(HotPathViolation) as refused:
+        with hot_path_guard():
+            show()
+    assert f"To let it through: allow=[{tuple(made_inside.key)!r}]" in str(refused.value)
+    with hot_path_guard(allow=[made_inside.key]) as guard:
+        show()
+    assert guard.ok and guard.allowed == [made_inside.key]
+
+
 def test_modules_spelled_as_on_the_command_line_gets_the_sequence_it_means():
     message = r"got 'acme, acme_tracks'; for several, give a sequence: \('acme', 'acme_tracks'\)"
     with pytest.raises(TypeError, match=message):

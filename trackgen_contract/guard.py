@@ -108,7 +108,21 @@ def _words(category: str) -> str:
 
 def breach_message(violation: Violation) -> str:
     """The message a strict guard raises for one breach."""
-    return f"{_words(violation.category)} on a hot path: {violation}. {HINTS[violation.category]}"
+    hint = _allow_hint(violation)
+    return (
+        f"{_words(violation.category)} on a hot path: {violation}. {HINTS[violation.category]}"
+        + (f" To let it through: {hint}." if hint else "")
+    )
+
+
+def _allow_hint(violation: Violation) -> str | None:
+    """The ``allow=`` key of a host sync that Warp's own code made for the user's line
+    (``print(arr)`` reads it in ``array.__str__``): its key names that caller, which the
+    report's site does not show. None where the site's function is the key's."""
+    site, key = violation.site, violation.key
+    if violation.category != "host_sync" or (site.module, site.function) == key[1:]:
+        return None
+    return f"allow=[{tuple(key)!r}] (the call is made inside Warp, by {key[2]})"
 
 
 class HotPathGuard:
@@ -403,6 +417,9 @@ def format_report(
                 source = violation.site.source_line() if with_source else ""
                 if source:
                     lines.append(f"      {source}")
+                hint = _allow_hint(violation)
+                if hint:
+                    lines.append(f"      to let it through: {hint}")
     lines += _accepted_lines(accepted)
     return "\n".join(lines)
 
