@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import jsonschema
@@ -873,6 +874,10 @@ def test_checks_and_modules_options(tmp_path):
         (["-"], "a program read from stdin (-) cannot be run"),
         (["--", "-"], "a program read from stdin (-) cannot be run"),
         (["PYC"], "is compiled bytecode: run the source it was compiled from"),
+        # a report replaces its file: never a device or a pipe (as root, the system's)
+        (["--json", "/dev/null", "PROG"], "--json /dev/null: not a regular file"),
+        (["--sarif", "FIFO", "PROG"], "not a regular file (a report replaces its file)"),
+        (["--json", "ZIP", "ZIP"], "that file is the program's"),
     ],
 )
 def test_usage_errors(tmp_path, args, message):
@@ -883,6 +888,13 @@ def test_usage_errors(tmp_path, args, message):
         status, _, err = trace("--write-baseline", base, program(tmp_path, "", "empty.py"))
         assert status == 101 and base.exists(), err
     names = {"PROG": str(path), "PROGDIR": str(tmp_path), "PYC": compiled, "BASE": str(base)}
+    if "FIFO" in args:
+        os.mkfifo(tmp_path / "fifo")
+        names["FIFO"] = str(tmp_path / "fifo")
+    if "ZIP" in args:
+        with zipfile.ZipFile(tmp_path / "prog.zip", "w") as archive:
+            archive.writestr("__main__.py", "print('main')\n")
+        names["ZIP"] = str(tmp_path / "prog.zip")
     status, _, err = trace(*[names.get(a, a) for a in args], cwd=tmp_path)
     assert status == 2
     assert err.count("\n") == 1, err  # one line
@@ -902,6 +914,26 @@ def test_a_bad_hot_target_is_reported_before_another_imports_a_module(tmp_path, 
     assert status == 2 and err.startswith("python -m trackgen_contract.trace: error: --hot")
     assert "noisy imported" not in out
     assert "noisy imported" in trace("--hot", "noisy:join", path, cwd=tmp_path, env=env)[1]
+
+
+@pytest.mark.parametrize(
+    ("target", "found"),
+    [
+        ("my-script:step", "2 breaching calls at 2 sites"),
+        ("__main__:<lambda>", "1 breaching call at 1 site"),
+        ("my-script:step.<locals>.<lambda>", "1 breaching call at 1 site"),
+    ],
+)
+def test_hot_takes_the_scripts_own_name_and_the_names_python_makes(tmp_path, target, found):
+    # The script's name is any file's (not a module name), and <lambda> is a function's.
+    source = PRELUDE + (
+        "f = lambda: a.numpy()\n\n"
+        "def step():\n    g = lambda: a.numpy()\n    g()\n    f()\n\nstep()\n"
+    )
+    path = program(tmp_path, source, "my-script.py")
+    status, _, err = trace("--hot", target, path, cwd=tmp_path)
+    assert status == BREACHES, err
+    assert found in err
 
 
 def test_a_hot_module_under_a_plain_module_is_not_looked_up_by_importing_it(tmp_path):

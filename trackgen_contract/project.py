@@ -83,6 +83,10 @@ def check_writable(path: str, option: str) -> None:
     directory = os.path.dirname(target)
     if os.path.isdir(target) and not os.path.islink(target):
         raise OutputError(f"{option} {path}: is a directory")
+    if os.path.exists(target) and not os.path.isfile(target):
+        # A device, a pipe, or a link to one (/dev/null, /dev/stdout): the report replaces
+        # the file it writes, which would put a plain file there (as root, the system's).
+        raise OutputError(f"{option} {path}: not a regular file (a report replaces its file)")
     if not os.path.isdir(directory):
         raise OutputError(f"{option} {path}: no such directory {directory!r}")
     try:

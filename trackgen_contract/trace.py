@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import sys
 import threading
@@ -249,34 +250,39 @@ def _hot_paths(
     comes before any module is imported for another target: every target's form is read
     first, then those in the program itself, and those that may import a module last."""
     own = ("__main__", program.module_name)
-    modules = [_module_and_qualname(target)[0] for target in targets]  # every form first
+    modules = [_module_and_qualname(t, program)[0] for t in targets]  # every form first
     order = sorted(range(len(targets)), key=lambda i: modules[i] not in own)  # stable
     found = {i: _hot_path(targets[i], program) for i in order}
     return tuple(found[i] for i in range(len(targets)))
 
 
-def _module_and_qualname(target: str) -> tuple[str, str]:
+def _module_and_qualname(target: str, program: Program) -> tuple[str, str]:
     module, _, qualname = target.partition(":")
     if not module or not qualname:
         raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
-    if not _dotted(module):
+    own = module in ("__main__", program.module_name)  # a script's name may be any file's
+    if not own and not _dotted(module):
         # A path (`gen.py`, `acme/gen`) would be looked up as a package and its module,
         # which imports the "package" (runs gen.py) ahead of the program.
         raise UsageError(
             f"--hot {target}: {module!r} is not a module name; give its dotted name "
             "(acme.gen:Gen.generate), or __main__ for the program's own functions"
         )
-    if module.endswith(".py"):  # as `python -m gen.py` (a submodule named py: none seen)
+    if not own and module.endswith(".py"):  # as `python -m gen.py` says (a submodule py)
         raise UsageError(
             f"--hot {target}: {module!r} is a file name; give the module's name "
             f"({module[:-3]}:{qualname})"
         )
-    if not _dotted(qualname.replace(".<locals>.", ".")):
+    if not all(_NAME_PART.fullmatch(part) for part in qualname.split(".")):
         raise UsageError(
             f"--hot {target}: {qualname!r} is not a qualified name (Gen.generate, "
             "outer.<locals>.inner)"
         )
     return module, qualname
+
+
+# A part of a qualified name: a name, or one Python makes (<locals>, <lambda>, <genexpr>).
+_NAME_PART = re.compile(r"(?!\d)\w+|<(?!\d)\w+>")
 
 
 def _dotted(name: str) -> bool:
@@ -288,7 +294,7 @@ def _hot_path(target: str, program: Program) -> tuple[str, str, CodeType | None]
     function defined in a module the program has not imported yet, without (it is known
     by its module and name when it runs: importing the module here would run its code
     ahead of the program's, before the program set up its path, say)."""
-    module, qualname = _module_and_qualname(target)
+    module, qualname = _module_and_qualname(target, program)
     if module in ("__main__", program.module_name):
         code = program.functions().get(qualname)
         if code is None:
@@ -321,9 +327,9 @@ def _outputs(options: argparse.Namespace, program: Program) -> dict[str, str]:
     taken = {}
     if options.baseline:
         taken[os.path.realpath(options.baseline)] = "--baseline"
-    source = program.code.co_filename
-    if os.path.isfile(source):
-        taken[os.path.realpath(source)] = "the program"
+    for source in (program.code.co_filename, program.argv[0]):  # its source, or its zip
+        if os.path.isfile(source):
+            taken[os.path.realpath(source)] = "the program"
     outputs = {}
     for option in ("json", "sarif", "write_baseline"):
         path = getattr(options, option)
@@ -354,9 +360,9 @@ class _Setup:
 
 
 def _setup(argv: list[str]) -> _Setup:
-    check_setting()
     options_argv, target = _split(argv)
     options = _parser().parse_args(options_argv)
+    check_setting()
     if target is None:
         raise UsageError("no program to run: name a script, or a module with -m")
     if options.baseline and options.write_baseline:
