@@ -3,6 +3,7 @@ what was fixed, and matched across edits. Command line through a subprocess, the
 plugin through pytester."""
 
 import json
+import re
 
 import pytest
 from test_cli import BREACHES, PRELUDE, TESTS, load, program, trace
@@ -68,6 +69,23 @@ GOOD_ENTRY = {
     "function": "Gen.step", "source": "a.numpy()", "path": "acme/gen.py", "test": None,
     "lines": 1,
 }  # fmt: skip
+
+
+def test_a_baseline_of_another_version_or_no_json_object_is_named(tmp_path):
+    for text, message in [
+        (
+            '{"format": "trackgen_contract baseline", "version": true, "entries": []}',
+            "baseline version True; this version reads 1",
+        ),
+        (
+            '{"format": "trackgen_contract baseline", "version": 1.0, "entries": []}',
+            "baseline version 1.0;",
+        ),
+        ("[" * 100_000, "not a baseline file (nested too deeply)"),
+    ]:
+        (tmp_path / "b.json").write_text(text)
+        with pytest.raises(baselines.BaselineError, match=re.escape(message)):
+            baselines.load(str(tmp_path / "b.json"))
 
 
 @pytest.mark.parametrize(

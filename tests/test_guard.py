@@ -206,6 +206,8 @@ def test_modules_spelled_as_on_the_command_line_gets_the_sequence_it_means():
     message = r"got 'acme, acme_tracks'; for several, give a sequence: \('acme', 'acme_tracks'\)"
     with pytest.raises(TypeError, match=message):
         hot_path_guard(modules="acme, acme_tracks")
+    with pytest.raises(TypeError, match=r"got 'acme, '$"):  # no sequence of one to suggest
+        hot_path_guard(modules="acme, ")
 
 
 def test_a_sanction_site_written_without_its_kind_says_the_kind_comes_first():

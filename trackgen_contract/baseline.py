@@ -143,9 +143,11 @@ def load(path: str, writer: str = "--write-baseline") -> Baseline:
         raise BaselineError(f"{path}: no such file (write one with {writer})") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineError(f"{path}: not a baseline file ({exc})") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: not a baseline file (nested too deeply)") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise BaselineError(f"{path}: not a trackgen_contract baseline file")
-    if document.get("version") != VERSION:
+    if type(document.get("version")) is not int or document["version"] != VERSION:
         raise BaselineError(
             f"{path}: baseline version {document.get('version')!r}; this version reads {VERSION}"
         )

@@ -181,7 +181,9 @@ def _modules(modules: object) -> tuple[str, ...] | None:
         modules = (modules,)
     # As the user passed it; a comma-separated string (the command line's spelling) gets
     # the sequence it means.
-    several = tuple(m.strip() for m in given.split(",")) if isinstance(given, str) else ()
+    several = (
+        tuple(m.strip() for m in given.split(",") if m.strip()) if isinstance(given, str) else ()
+    )
     hint = f"; for several, give a sequence: {several!r}" if len(several) > 1 else ""
     wrong = TypeError(
         "modules must be None (every caller), a module name or a sequence of module names "
