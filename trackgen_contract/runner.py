@@ -248,7 +248,7 @@ def _find_unimported(name: str) -> ModuleSpec | None:
     if package is not None and package.submodule_search_locations is None:
         return None  # a plain module has no submodules: nothing to import it for
     found = None
-    if package is not None and package.submodule_search_locations is not None:
+    if package is not None:
         # A namespace package raises: importlib finds one only under imported parents.
         with contextlib.suppress(KeyError, ImportError):
             found = importlib.machinery.PathFinder.find_spec(

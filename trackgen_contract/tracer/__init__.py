@@ -183,7 +183,7 @@ def _compiled_wanted() -> bool:
     (nothing starts under it), not at import: a traceback from an import line (the
     pytest plugin's, in every pytest run of the environment) would not say where it
     matters."""
-    if _setting_error() is not None or os.environ.get(_PURE_PYTHON) == "1":
+    if _SETTING_ERROR is not None or os.environ.get(_PURE_PYTHON) == "1":
         return False
     try:
         if sys.version_info >= (3, 12):
@@ -244,20 +244,24 @@ class _Lists:
         if known is not None and known[0] is entries:
             return known[1]
         given = entries
-        wrong = TypeError(
-            "Tracer(entries=...) takes entries of the registry (see "
-            f"trackgen_contract.registry.installed()), or None for all; got {given!r}"
-        )
         try:
             entries = tuple(entries)
         except TypeError:
-            raise wrong from None
+            raise _not_entries(given) from None
         if not all(type(entry) is Entry for entry in entries):
-            raise wrong
+            raise _not_entries(given)
         found = self.by_codes.setdefault(tuple(id(e.code) for e in entries), entries)
         self.ops[id(found)] = frozenset(entry.op for entry in found)
         self.aliases[id(given)] = (given, found)  # the caller's own object, kept alive
         return found
+
+
+def _not_entries(given: object) -> TypeError:
+    # Made only when raised: the repr of a list of entries is long.
+    return TypeError(
+        "Tracer(entries=...) takes entries of the registry (see "
+        f"trackgen_contract.registry.installed()), or None for all; got {given!r}"
+    )
 
 
 _lists = _Lists()
