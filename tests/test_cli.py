@@ -431,14 +431,17 @@ from concurrent.futures import ThreadPoolExecutor
 pool = ThreadPoolExecutor(2)
 print(pool.submit(lambda: 21 * 2).result())
 
+ended = threading.Event()
+
 def watcher():
     while threading.main_thread().is_alive():
         time.sleep(0.02)
     print("main thread ended")
+    ended.set()
 
 class Own(threading.Thread):
-    def run(self):
-        time.sleep(0.1)
+    def run(self):  # after the watcher: the two lines' order is not left to timing
+        ended.wait(60)
         print("own ran")
 
     def join(self, timeout=None):
