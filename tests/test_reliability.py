@@ -566,9 +566,12 @@ def test_a_ctrl_c_at_any_instruction_of_the_unanalysed_warning_blocks_no_later_c
             warnings.simplefilter("always")
             other = threading.Thread(target=_unanalysed_at, args=("other thread", k))
             other.start()
-            other.join(timeout=10)
+            other.join(timeout=60)
         assert not other.is_alive(), f"a Ctrl-C at instruction {k} left a later warning waiting"
-        assert [w.lineno for w in caught] == [k]
+        # Ours only: `record=True` also catches what a collection in the meantime warns of
+        # (an earlier test's unclosed file, freed now).
+        ours = [w for w in caught if issubclass(w.category, diagnostics.TrackgenContractWarning)]
+        assert [w.lineno for w in ours] == [k]
         if seen < k:
             break  # past the last instruction
     assert k > 10
@@ -1297,7 +1300,7 @@ def test_forks_while_another_thread_enters_and_exits_guards_never_hang():
     # functools.cached_property (`Policy.rules`, read at a guard's first watched call;
     # 3.11's cached_property holds one class-wide RLock while it computes) blocks forever
     # on that lock in its first guard. And see the sweep below for TRACKGEN_DEBUG_SYNC.
-    result, stderr = run_child("forks.py", "race", "--forks", 40, timeout=150)
+    result, stderr = run_child("forks.py", "race", "--forks", 40, timeout=400)
     no_problems(result, stderr)
 
 
@@ -1306,7 +1309,7 @@ def test_a_fork_at_each_line_of_another_threads_enter_and_exit():
     # counting its guard in `_DebugSyncEnv.hide()` (or between uncounting and putting it
     # back in `restore()`) never gets the variable back: `reset_after_fork` restores it
     # only when `guards` is non-zero.
-    result, stderr = run_child("forks.py", "sweep", timeout=150)
+    result, stderr = run_child("forks.py", "sweep", timeout=600)  # ~600 forks, each watched
     no_problems(result, stderr)
     assert result["forks"] >= 50, result
 

@@ -44,6 +44,12 @@ def start(watchdog: float) -> None:
     wp.launch(kernels.add_one, dim=4, inputs=[a], device="cpu", stream=None)  # build once
 
 
+def step_watchdog(seconds: float) -> None:
+    """Restart the watchdog at a step of a long program: a run that slows down under load
+    takes longer in all, but a hang is still a step that never ends."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+
+
 def final_state(problems: list[str], *, env_value: str | None = None) -> None:
     """Append to `problems` what is wrong after the last guard: anything of ours still
     armed, the environment variable not back, an unguarded Warp call refused, a fresh

@@ -34,7 +34,7 @@ import threading
 import time
 import warnings
 
-from _child import DEBUG_SYNC_ENV, final_state, report, start
+from _child import DEBUG_SYNC_ENV, final_state, report, start, step_watchdog
 
 # Forking a process that runs threads is what this program tests.
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -156,6 +156,7 @@ def run_race(forks: int, child_timeout: float) -> dict:
     time.sleep(0.05)
     outcomes: dict[str, int] = {}
     for _ in range(forks):
+        step_watchdog(child_timeout + 60)
         pid = os.fork()
         if pid == 0:
             faulthandler.register(signal.SIGUSR2)  # a hung child shows where it hangs
@@ -238,6 +239,7 @@ def run_sweep(child_timeout: float) -> dict:
             thread.join()
             break  # the other thread finished before the k-th line: every point done
         points += 1
+        step_watchdog(child_timeout + 60)
         pid = os.fork()
         if pid == 0:
             faulthandler_register()
@@ -328,7 +330,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["pool", "nested", "race", "sweep", "answers"])
     parser.add_argument("--forks", type=int, default=40)
-    parser.add_argument("--child-timeout", type=float, default=8.0)
+    parser.add_argument("--child-timeout", type=float, default=30.0)
     args = parser.parse_args()
     start(watchdog=120)
     os.environ[DEBUG_SYNC_ENV] = USER_VALUE
