@@ -475,6 +475,7 @@ def test_the_collector_is_on_again_after_guards_that_came_and_went_in_many_threa
                 thread.start()
             for thread in threads:
                 thread.join(120)
+            assert not any(t.is_alive() for t in threads), "a guarded thread still runs"
             assert gc.isenabled()
     finally:
         sys.setswitchinterval(switching)
