@@ -199,13 +199,14 @@ def _modules(modules: object) -> tuple[str, ...] | None:
             "pass None (the default) to check every caller outside Warp"
         )
     for name in names:
-        if (
-            not isinstance(name, str)
-            or not name
-            or not all(p.isidentifier() for p in name.split("."))
-        ):
+        if not isinstance(name, str) or not is_module_name(name):
             raise wrong
     return names
+
+
+def is_module_name(name: str) -> bool:
+    """Whether `name` is a dotted module name (``acme``, ``acme.gen``)."""
+    return all(part.isidentifier() for part in name.split("."))
 
 
 def _allow(allow: object) -> frozenset[Key]:

@@ -40,7 +40,7 @@ from .project import (
 from .recording import Recording, Row, Scoped
 from .registry import COPY, READBACK, SYNC, TABLE
 from .report import Findings, Outcome, render, to_json
-from .rules import CATEGORIES, Key, Policy, Violation, make_policy
+from .rules import CATEGORIES, Key, Policy, Violation, is_module_name, make_policy
 from .runner import Program, ProgramNotFound, functions_of_unimported
 from .tracer import check_setting, keep_armed
 
@@ -215,7 +215,7 @@ def _modules(text: str | None, program: Program) -> list[str] | None:
             "caller outside Warp"
         )
     for name in names:
-        if not _dotted(name):
+        if not is_module_name(name):
             raise UsageError(
                 f"--modules: {name!r} is not a module name; give dotted names, "
                 "comma-separated (--modules acme,acme_tracks)"
@@ -261,7 +261,7 @@ def _module_and_qualname(target: str, program: Program) -> tuple[str, str]:
     if not module or not qualname:
         raise UsageError(f"--hot takes MODULE:QUALNAME, got {target!r}")
     own = module in ("__main__", program.module_name)  # a script's name may be any file's
-    if not own and not _dotted(module):
+    if not own and not is_module_name(module):
         # A path (`gen.py`, `acme/gen`) would be looked up as a package and its module,
         # which imports the "package" (runs gen.py) ahead of the program.
         raise UsageError(
@@ -283,10 +283,6 @@ def _module_and_qualname(target: str, program: Program) -> tuple[str, str]:
 
 # A part of a qualified name: a name, or one Python makes (<locals>, <lambda>, <genexpr>).
 _NAME_PART = re.compile(r"(?!\d)\w+|<(?!\d)\w+>")
-
-
-def _dotted(name: str) -> bool:
-    return all(part.isidentifier() for part in name.split("."))
 
 
 def _hot_path(target: str, program: Program) -> tuple[str, str, CodeType | None]:
