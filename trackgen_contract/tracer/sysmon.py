@@ -156,7 +156,8 @@ class SysMonitoringCore(ArmingCore):
         # breach answered from the caller's frame alone (see fastpath) before any
         # WarpCall is made.
         active, dispatch, frame_of = self._active.get, self._dispatch, sys._getframe
-        entries, clean_at, ident = installed().by_id, fastpath.table.get, threading.get_ident
+        entries_get, clean_at = installed().by_id.get, fastpath.table.get
+        ident = threading.get_ident
         quiet, last, counting = fastpath.quiet, fastpath.last, fastpath.counting
         dict_get = dict.get  # the globals' own __name__, read as a plain dict (no user code)
         repeats, answer_repeat = fastpath.repeats, fastpath.answer_repeat
@@ -208,9 +209,15 @@ class SysMonitoringCore(ArmingCore):
                         return
             if repeats and caller and answer_repeat(tracers, code, caller, ident()):
                 return
+            entry = entries_get(id(code))
+            if entry is None:
+                # Not ours: events the program set under our id, or, on 3.12 and 3.13,
+                # local ones a tool that held the id before left behind (freeing an id
+                # keeps them there, and no API lists the code objects that carry them).
+                return
             try:
                 # frame_of(1) is the watched function's frame, about to run its body.
-                dispatch(tracers, entries[id(code)], frame_of(1))
+                dispatch(tracers, entry, frame_of(1))
             except BaseException:
                 __tracebackhide__ = True  # read by pytest
                 raise
@@ -244,11 +251,12 @@ class SysMonitoringCore(ArmingCore):
 
 
 def _give_back(tool: int, codes: Iterable[CodeType]) -> None:
-    """Clear our events on `codes` and our callback under `tool`, then free it: 3.12 and
-    3.13 keep a freed id's local events and callback."""
+    """Clear our events on `codes`, the global events and our callback under `tool`, then
+    free it: 3.12 and 3.13 keep a freed id's events and callback."""
     monitoring = sys.monitoring
     for code in codes:
         monitoring.set_local_events(tool, code, 0)
+    monitoring.set_events(tool, 0)  # any the program set under our id
     monitoring.register_callback(tool, monitoring.events.PY_START, None)
     monitoring.free_tool_id(tool)
 
@@ -261,6 +269,9 @@ def _claim_tool_id() -> int:
                 monitoring.use_tool_id(tool, _TOOL_NAME)
             except ValueError:
                 continue  # taken by another thread in between
+            # 3.12 and 3.13 keep a freed id's global events: a tool that held it before
+            # may have left some (every function's start, say).
+            monitoring.set_events(tool, 0)
             return tool
     holders = ", ".join(f"{i}: {monitoring.get_tool(i)!r}" for i in range(6))
     raise RuntimeError(
