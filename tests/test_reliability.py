@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 import warnings
 import weakref
 
@@ -702,6 +703,80 @@ def test_a_guard_where_sigint_is_ignored_leaves_it_ignored_and_wraps_a_handler_s
             with pytest.raises(KeyboardInterrupt):
                 signal.raise_signal(signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert_nothing_left()
+
+
+def _signal_module_raising(signum, when):
+    """`critical`'s view of the signal module, raising `signum` once, just after a swap of
+    another signal's handler (`when` "wrapping") or of its own (`when` "unwrapping")."""
+    import _signal
+
+    def swap(number, handler):
+        previous = _signal.signal(number, handler)
+        wrapping = handler is critical._wrapper
+        if not swap.fired and wrapping == (when == "wrapping") and (number == signum) != wrapping:
+            swap.fired = True
+            _signal.raise_signal(signum)  # its handler runs here, unwrapped
+        return previous
+
+    swap.fired = False
+    names = {name: getattr(_signal, name) for name in dir(_signal) if not name.startswith("__")}
+    return types.SimpleNamespace(**{**names, "signal": swap}), swap
+
+
+@pytest.mark.parametrize("when", ["wrapping", "unwrapping"])
+def test_a_guard_a_handler_starts_in_the_middle_of_a_swap_runs_with_handlers_wrapped(
+    ctrl_c, monkeypatch, when
+):
+    # BUG: a handler not wrapped yet that ran while a guard's entry wrapped the handlers (or
+    # the last exit unwrapped them) and started a guard got that guard's whole change run
+    # unwrapped: the next signal ran the handler again in the middle of it, a guard's entry
+    # nested in a half-made change (3.11: a KeyError, and the profile function left).
+    started, wrapped_inside, inner = [], [], []
+
+    def handler(signum, frame):
+        started.append(critical._state.swapping)
+        with hot_path_guard(strict=False) as guard:
+            wrapped_inside.append(signal.getsignal(signal.SIGUSR2) is critical._wrapper)
+            wp.synchronize()
+        inner.append(guard)
+
+    proxy, swap = _signal_module_raising(signal.SIGUSR2, when)
+    monkeypatch.setitem(critical._state.arrivals, signal.SIGINT, 10**9)  # swapped first
+    previous = signal.signal(signal.SIGUSR2, handler)
+    try:
+        monkeypatch.setattr(critical, "_signal", proxy)
+        with hot_path_guard(strict=False) as outer:
+            wp.synchronize()
+        monkeypatch.undo()
+        assert swap.fired and started == [True]  # the handler ran in the middle of the swap
+        assert wrapped_inside == [True]
+        assert [len(g.violations) for g in (*inner, outer)] == [1, 1]
+        assert signal.getsignal(signal.SIGUSR2) is handler  # every wrapper taken down
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert_nothing_left()
+
+
+def test_a_wrapper_the_program_saved_and_set_again_calls_the_handler_it_wrapped(ctrl_c):
+    # BUG: signal.getsignal() returns the wrapper while a guard is active; a program that
+    # saved it and set it again after the last guard got KeyboardInterrupt for any signal.
+    got = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: got.append(signum))
+    try:
+        with hot_path_guard(strict=False):
+            saved = signal.getsignal(signal.SIGUSR2)
+        assert saved is critical._wrapper
+        signal.signal(signal.SIGUSR2, saved)
+        signal.raise_signal(signal.SIGUSR2)
+        assert got == [signal.SIGUSR2]
+        with hot_path_guard(strict=False):  # and the next guard takes it as wrapped
+            signal.raise_signal(signal.SIGUSR2)
+        signal.raise_signal(signal.SIGUSR2)  # left as the program set it, and still calling
+        assert got == [signal.SIGUSR2] * 3
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
     assert_nothing_left()
 
 

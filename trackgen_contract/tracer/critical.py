@@ -52,9 +52,13 @@ class _State:
         self.main = threading.main_thread().ident
         self.depth = 0  # > 0: a change is under way in the main thread
         self.pending: list[tuple[int, FrameType | None]] = []
-        self.originals: dict[int, object] = {}  # signal -> the handler its wrapper calls
+        self.originals: dict[int, object] = {}  # signal -> the handler it wraps now
+        # signal -> the handler its wrapper calls, kept once unwrapped: a program that saved
+        # the wrapper (`signal.getsignal()` during a guard) and sets it again means that one.
+        self.calls: dict[int, object] = {}
         self.entries: set[int] = set()  # id(code) of the functions that lead to a change
         self.swapping = False  # handlers are being wrapped or unwrapped
+        self.rewrapped = False  # a guard a handler started during a swap wrapped them
         self.arrivals: dict[int, int] = {}  # signal -> times its wrapper ran
         self.idle: Callable[[], bool] = lambda: True  # no guard left: unwrap
 
@@ -80,7 +84,7 @@ def _wrapper(signum: int, frame: FrameType | None) -> object:
     if _state.depth > 0 or _on_the_way_in(frame):
         _state.pending.append((signum, frame))
         return None
-    original = _state.originals.get(signum, _signal.default_int_handler)
+    original = _state.calls.get(signum, _signal.default_int_handler)
     return original(signum, frame) if callable(original) else None
 
 
@@ -119,7 +123,13 @@ def _on_the_way_in(frame: FrameType | None) -> bool:
 def _wrap() -> None:
     """Wrap every Python-level handler not wrapped yet (the user may have set one)."""
     if _state.swapping:
-        return  # a handler run by signal.signal below entered a guard: the outer one wraps
+        # A handler not wrapped yet ran in the middle of a swap (this thread's: only the
+        # main one swaps) and is starting a guard. Wrap them all now, or a signal landing
+        # in that guard's change would run its handler there; the outer swap reads each
+        # handler again (an unwrapping one then goes round once more).
+        _state.rewrapped = True
+        _wrap_each()
+        return
     _state.swapping = True
     try:
         _wrap_each()
@@ -143,7 +153,7 @@ def _wrap_each() -> None:
     for signum in sorted(python_level, key=lambda signum: -_state.arrivals.get(signum, 0)):
         handler = _signal.getsignal(signum)
         if handler is not _wrapper and callable(handler):
-            _state.originals[signum] = handler  # before the swap: the wrapper needs it
+            _state.originals[signum] = _state.calls[signum] = handler  # the wrapper's, first
             _signal.signal(signum, _wrapper)
 
 
@@ -168,17 +178,21 @@ def _unwrap_each() -> BaseException | None:
     """Unwrap every handler; the first exception a swap raised is returned, not raised:
     the other handlers are unwrapped first."""
     error: BaseException | None = None
-    # The busiest signal last: once unwrapped, its own handler may raise at the next
-    # point where handlers run, and the others would stay wrapped.
-    order = sorted(_state.originals.items(), key=lambda i: _state.arrivals.get(i[0], 0))
-    for signum, original in order:
-        try:
-            if _signal.getsignal(signum) is _wrapper:
-                _signal.signal(signum, original)  # type: ignore[arg-type]
-            _state.originals.pop(signum, None)
-        except BaseException as exc:
-            error = error or exc
-    return error
+    while True:
+        _state.rewrapped = False
+        # The busiest signal last: once unwrapped, its own handler may raise at the next
+        # point where handlers run, and the others would stay wrapped.
+        order = sorted(_state.originals.items(), key=lambda i: _state.arrivals.get(i[0], 0))
+        for signum, original in order:
+            try:
+                if _signal.getsignal(signum) is _wrapper:
+                    _signal.signal(signum, original)  # type: ignore[arg-type]
+                if _signal.getsignal(signum) is not _wrapper:  # else wrapped again meanwhile
+                    _state.originals.pop(signum, None)
+            except BaseException as exc:
+                error = error or exc
+        if not (_state.rewrapped and _state.idle()):
+            return error  # else a guard came and went in a handler, wrapping them again
 
 
 @entry
@@ -296,9 +310,7 @@ def _deliver() -> None:
     while _state.pending:
         pending, _state.pending = _state.pending, []
         for signum, frame in pending:
-            handler = _state.originals.get(signum) or _signal.getsignal(signum)
-            if handler is _wrapper:
-                handler = _signal.default_int_handler
+            handler = _state.calls.get(signum, _signal.default_int_handler)  # as _wrapper
             try:
                 if callable(handler):
                     handler(signum, frame)
