@@ -404,8 +404,24 @@ def _exit_status(code: object) -> int:
         # What the process's parent sees: the low byte (sys.exit(256) exits 0), and 255
         # for a code past a C long long, which CPython turns into -1.
         return code % 256 if -(2**63) <= code < 2**63 else 255
-    print(code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+    _print_exit_message(code)
     return 1
+
+
+def _print_exit_message(code: object) -> None:
+    """`sys.exit("message")`, as Python prints it: its str() and a newline to stderr (to
+    the process's stderr when ``sys.stderr`` is None), each part that fails left out."""
+    try:
+        text = str(code)
+    except BaseException:  # Python clears whatever it raised
+        text = ""
+    stream = sys.stderr
+    for part in (text, "\n"):
+        with contextlib.suppress(BaseException):
+            if stream is None:
+                os.write(2, part.encode(errors="backslashreplace"))
+            else:
+                stream.write(part)
 
 
 @dataclasses.dataclass
