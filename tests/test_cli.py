@@ -813,6 +813,17 @@ def test_allow_option(tmp_path):
     assert trace("--allow", "wp.array.numpy:acme.gen:read_back", path)[0] == 0
 
 
+def test_the_reports_allow_values_pass_back_as_they_are(tmp_path):
+    # BUG: the JSON's "allow" values were quoted for a shell ("'wp.array.numpy:__main__:
+    # <module>'"), which, passed back as one argument, is no key.
+    path = program(tmp_path, PRELUDE + "a.numpy()\n")
+    assert trace("--checks", "host_sync", "--json", tmp_path / "r.json", path)[0] == BREACHES
+    (breach,) = load(tmp_path / "r.json")["breaches"]
+    assert breach["allow"] == ["wp.array.numpy:__main__:<module>"]
+    status, _, err = trace("--checks", "host_sync", "--allow", breach["allow"][0], path)
+    assert status == 0, err
+
+
 def test_an_allow_option_that_let_nothing_through_is_named(tmp_path):
     """A misspelt key is said (text and JSON), as given and once; a used one is not, and
     neither changes the exit status."""

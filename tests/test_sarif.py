@@ -29,6 +29,22 @@ def test_file_uris_are_as_pathlib_writes_them(path):
     assert sarif._file_uri(path) == Path(path).as_uri()
 
 
+def test_a_location_inside_the_project_is_a_uri_reference_resolving_to_its_file(tmp_path):
+    # BUG: the relative path went in as written: a space, "#" or "%" in a file's name made
+    # a reference that resolves elsewhere ("#" starts a fragment) or none.
+    (tmp_path / ".git").mkdir()
+    folder = tmp_path / "ünï cødé"
+    folder.mkdir()
+    path = program(folder, PRELUDE + "a.numpy()\n", "mod lével#1%.py")
+    status, _, err = trace("--sarif", tmp_path / "r.sarif", path, cwd=tmp_path)
+    assert status == BREACHES, err
+    run = valid(tmp_path / "r.sarif")["runs"][0]
+    base = run["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+    artifact = run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact["uriBaseId"] == "%SRCROOT%"
+    assert base + artifact["uri"] == path.resolve().as_uri()
+
+
 def test_the_schema_catches_a_broken_log(tmp_path):
     path = program(tmp_path, PRELUDE + "a.numpy()\n")
     trace("--sarif", tmp_path / "r.sarif", path)

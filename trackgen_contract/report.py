@@ -283,7 +283,7 @@ def _row(row: Row, path_of) -> dict:  # type: ignore[no-untyped-def]
         "keys": [list(k) for k in row.keys],
     }
     if row.category == "host_sync":
-        item["allow"] = [allow_texts(k)[0].removeprefix("--allow ") for k in row.keys]
+        item["allow"] = [":".join(k) for k in row.keys]  # as one argument, unquoted
     if row.allowed_by is not None:
         item["allowed_by"] = row.allowed_by
         item["pragma"] = (

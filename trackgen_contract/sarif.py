@@ -56,16 +56,21 @@ def _file_uri(path: str) -> str:
     on POSIX, with no module imported: from 3.13 ``as_uri`` imports ``urllib.request`` on
     first use, and when the report is written a module in the program's directory could
     stand in for one that pulls in."""
+    return "file://" + _quoted(path)
+
+
+def _quoted(path: str) -> str:
+    """`path` as a URI reference's path: percent-encoded past the unreserved characters
+    and "/" (a space, "#" or "%" in a file name would end or break it)."""
     normal = str(PurePosixPath(path))  # as pathlib reads it: "/./" and a final "/" go
-    quoted = (chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in os.fsencode(normal))
-    return "file://" + "".join(quoted)
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in os.fsencode(normal))
 
 
 def _location(row: Row, root: Path) -> dict:
     site = row.site
     inside = relative_path(site.filename, root)
     if inside is not None:
-        artifact = {"uri": inside, "uriBaseId": _ROOT}
+        artifact = {"uri": _quoted(inside), "uriBaseId": _ROOT}
     elif os.path.isabs(site.filename):
         artifact = {"uri": _file_uri(site.filename)}
     else:  # "<string>", "<stdin>": no file to point at
