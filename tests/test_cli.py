@@ -153,6 +153,24 @@ def test_program_status_wins(tmp_path):
     assert trace(path)[0] == 3
 
 
+def test_the_programs_buffered_output_comes_before_the_report_on_one_pipe(tmp_path):
+    # BUG: with stdout and stderr on one pipe (`2>&1 | tee log`), the program's last
+    # lines, still in its stdout's buffer, came after the report.
+    path = program(tmp_path, PRELUDE + "print('before')\na.numpy()\nprint('last line')\n")
+    environ = {**os.environ, "PYTHONPATH": str(TESTS)}
+    environ.pop("PYTHONUNBUFFERED", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "trackgen_contract.trace", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environ,
+        timeout=300,
+    )
+    assert done.returncode == BREACHES, done.stdout
+    assert done.stdout.index("last line") < done.stdout.index("trackgen_contract:")
+
+
 def test_exit_message(tmp_path):
     status, _, err = trace(program(tmp_path, "import sys\nsys.exit('bye')\n"))
     assert status == 1

@@ -583,6 +583,7 @@ def _report(setup: _Setup, recording: Recording, status: int | None) -> int:
     scoped = Scoped(recording, hotpaths.marked())
     findings = _findings(setup, scoped, root)
     outcome = _outcome(status, findings)
+    _flush_program_output()
     stream = _report_stream()
     colour = stream.isatty() and "NO_COLOR" not in os.environ
     text = render(findings, outcome, program=" ".join(setup.program.argv), colour=colour)
@@ -593,6 +594,15 @@ def _report(setup: _Setup, recording: Recording, status: int | None) -> int:
         print(f"{PROG}: error: cannot write a report file: {exc}", file=stream, flush=True)
         return outcome.status or USAGE_ERROR
     return outcome.status
+
+
+def _flush_program_output() -> None:
+    """What the program printed and its streams still buffer goes out before the report,
+    as Python would have flushed it at exit: else, with both on one pipe, the program's
+    last lines came after the report. A flush that fails is Python's to report at exit."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 def _report_stream() -> TextIO:
