@@ -4,6 +4,7 @@ import itertools
 import json
 import os
 import py_compile
+import random
 import signal
 import subprocess
 import sys
@@ -169,6 +170,24 @@ def test_the_programs_buffered_output_comes_before_the_report_on_one_pipe(tmp_pa
     )
     assert done.returncode == BREACHES, done.stdout
     assert done.stdout.index("last line") < done.stdout.index("trackgen_contract:")
+
+
+def test_a_module_beside_the_program_named_as_one_imported_before_it_is_named(tmp_path):
+    # A program's own random.py is imported under `python`; here Warp imported the
+    # standard library's first, and the program silently got that one.
+    (tmp_path / "random.py").write_text("OWN = True\n")
+    (tmp_path / "helper.py").write_text("")  # its own name: nothing to say
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text("")
+    path = program(tmp_path, "import random\nprint(hasattr(random, 'OWN'))\n")
+    plain = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=60)
+    status, out, err = trace(path, cwd=ROOT)  # not from tmp_path: `-m` imports from there
+    assert plain.stdout == "True\n" and (status, out) == (NOTHING_CHECKED, "False\n")
+    (line,) = [line for line in err.splitlines() if "warning:" in line]
+    assert line.startswith("trackgen_contract: warning: random.py beside the program")
+    assert random.__file__ in line
+    status, _, err = trace(program(tmp_path, "print('plain')\n", "sub/prog.py"), cwd=ROOT)
+    assert status == NOTHING_CHECKED and "warning:" not in err
 
 
 def test_exit_message(tmp_path):

@@ -125,6 +125,26 @@ class Program:
         elif self.imported_from_path0:
             sys.path.insert(0, self.path0)  # -P (PYTHONSAFEPATH) puts only this one first
 
+    def shadowed(self) -> list[tuple[str, str]]:
+        """The modules in the program's own directory (``sys.path[0]``) that it cannot import
+        here, as (file name, path of the module imported in its place): modules of those
+        names came in with the command line, Warp and NumPy before it ran (``random.py``
+        beside a script: Warp imported the standard library's). Under ``python`` they would
+        be the program's. Built-in and frozen modules are left out: nothing shadows them."""
+        if sys.flags.safe_path and not self.imported_from_path0:
+            return []  # its directory is not on sys.path
+        try:
+            entries = sorted(os.listdir(self.path0))
+        except OSError:  # a zip file, or gone
+            return []
+        own = os.path.realpath(self.path0)
+        found = []
+        for entry in entries:
+            origin = _loaded_elsewhere(_module_name(entry, self.path0), own)
+            if origin is not None:
+                found.append((entry, origin))
+        return found
+
     def run(self) -> None:
         """Execute the program as ``__main__`` (call `prepare` first), which it stays. Its
         exceptions, ``SystemExit`` included, propagate."""
@@ -193,6 +213,28 @@ class Program:
             failure.print(file=sys.stderr)
         else:
             sys.__excepthook__(type(exc), exc, tb)  # Python's own printer, to the letter
+
+
+def _module_name(entry: str, directory: str) -> str | None:
+    """The module a directory entry makes importable, or None."""
+    if os.path.isfile(os.path.join(directory, entry, "__init__.py")):
+        return entry
+    for suffix in importlib.machinery.all_suffixes():
+        if entry.endswith(suffix) and entry != suffix:
+            return entry[: -len(suffix)]
+    return None
+
+
+def _loaded_elsewhere(name: str | None, directory: str) -> str | None:
+    """Where the module `name` already imported comes from, if that is a file outside
+    `directory`."""
+    module = sys.modules.get(name) if name and name != "__main__" else None
+    spec = vars(module).get("__spec__") if isinstance(module, types.ModuleType) else None
+    origin = getattr(spec, "origin", None) if isinstance(spec, ModuleSpec) else None
+    if not isinstance(origin, str) or not os.path.isabs(origin):
+        return None  # built in, frozen, a namespace package
+    inside = os.path.realpath(origin).startswith(directory.rstrip(os.sep) + os.sep)
+    return None if inside else origin
 
 
 def _import_package(name: str) -> None:

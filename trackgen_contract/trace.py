@@ -533,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     if setup.baseline is not None:
         known = setup.baseline
         recording.tolerated = lambda v: known.lists(baselines.identity(_row_of(v)))
+    _warn_of_shadowed(setup.program)
     parent = os.getpid()
     ending = _run(setup.program, recording)
     if os.getpid() != parent:  # a child the program forked, ended as Python ends it
@@ -542,6 +543,17 @@ def main(argv: list[str] | None = None) -> int:
     if ending.interrupted and status == 130 and os.name == "posix":
         _die_by_sigint()
     return status
+
+
+def _warn_of_shadowed(program: Program) -> None:
+    for entry, origin in program.shadowed():
+        print(
+            f"trackgen_contract: warning: {entry} beside the program is not imported here: "
+            f"this command, Warp or NumPy imported {origin} of that name before the program "
+            "ran (`python` would import yours); rename yours to run it here",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _row_of(violation: Violation) -> Row:
