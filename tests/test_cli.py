@@ -143,10 +143,11 @@ def test_module_form(tmp_path):
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "__main__.py").write_text(PRELUDE + "print(sys.argv[1:], __name__)\na.numpy()\n")
-    status, out, err = trace("-m", "tool", "one", "two", cwd=tmp_path)
-    assert status == BREACHES, err
-    assert out.strip().splitlines()[-1] == "['one', 'two'] __main__"  # after Warp's own notices
-    assert "wp.array.numpy()  <module>" in err
+    for form in (["-m", "tool"], ["-mtool"]):  # both as Python takes them
+        status, out, err = trace(*form, "one", "two", cwd=tmp_path)
+        assert status == BREACHES, err
+        assert out.strip().splitlines()[-1] == "['one', 'two'] __main__"  # after Warp's notices
+        assert "wp.array.numpy()  <module>" in err
 
 
 def test_program_status_wins(tmp_path):

@@ -159,6 +159,8 @@ def _split(argv: list[str]) -> tuple[list[str], tuple[str, str, list[str]] | Non
             if i + 1 == len(argv):
                 raise UsageError("-m needs a module name")
             return options, ("module", argv[i + 1], argv[i + 2 :])
+        if token.startswith("-m") and not token.startswith("--"):  # -mMODULE, as Python takes
+            return options, ("module", token[2:], argv[i + 1 :])
         if token.startswith("-c"):  # -c CODE, or -cCODE
             raise UsageError(_FROM_A_FILE.format(what="a program given with -c"))
         if token == "--" or not token.startswith("-") or token == "-":
