@@ -49,8 +49,10 @@ _active: ContextVar[tuple[Tracer, ...]] = ContextVar("trackgen_contract_tracers"
 
 
 class CallRefused(Exception):
-    """Raised by an ``on_call`` to refuse a call: it is shown from the user's call down,
-    without the frames of the tracer and of ``on_call`` (other exceptions keep them)."""
+    """Raised by an ``on_call`` to refuse a call: its traceback starts again where the
+    tracer raises it, so it shows the user's call, the watched function and the tracer's
+    own few frames (which pytest hides), none of ``on_call``'s (other exceptions keep
+    them)."""
 
 
 class Core(Protocol):
