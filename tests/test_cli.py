@@ -697,10 +697,17 @@ def test_a_program_that_replaces_sys_path(tmp_path, change):
     assert plain == (0, "done\n", "") and traced[:2] == (NOTHING_CHECKED, "done\n")
 
 
-def test_syntax_error(tmp_path):
-    status, _, err = trace(program(tmp_path, "def (:\n"))
-    assert status == 1
-    assert "SyntaxError" in err
+@pytest.mark.parametrize(
+    "source",
+    ["def (:\n", "x = (1,\n", "print('a')\n\0\n", "x = 1\n  print('b')\0 + 1\n"],
+    ids=["syntax", "unclosed", "null byte", "null byte in a line"],
+)
+def test_a_syntax_error_is_printed_as_python_prints_it(tmp_path, source):
+    # BUG: a null byte was compile()'s "source code string cannot contain null bytes",
+    # with no file or line.
+    plain, traced = both_ways(tmp_path, source)
+    assert plain[0] == traced[0] == 1
+    assert traced == plain and "SyntaxError" in plain[2]
 
 
 # --- hot paths -----------------------------------------------------------------------------

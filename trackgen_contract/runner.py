@@ -70,7 +70,7 @@ class Program:
                 f"{path!r} is compiled bytecode: run the source it was compiled from (its "
                 "lines are what the report shows, and where pragmas are read)"
             )
-        code = compile(text, filename, "exec", dont_inherit=True)
+        code = _compiled(text, filename)
         attributes: dict[str, object] = {
             "__file__": filename,
             "__loader__": importlib.machinery.SourceFileLoader("__main__", filename),
@@ -213,6 +213,17 @@ class Program:
             failure.print(file=sys.stderr)
         else:
             sys.__excepthook__(type(exc), exc, tb)  # Python's own printer, to the letter
+
+
+def _compiled(source: bytes, filename: str) -> CodeType:
+    """A script's code; a null byte in it is the error `python` gives for the file, at its
+    line (compile() reads the bytes as a string, and says so with no place)."""
+    if b"\0" in source:
+        null = source.index(b"\0")
+        line, start = source.count(b"\n", 0, null) + 1, source.rfind(b"\n", 0, null) + 1
+        text = source[start:null].decode(errors="replace")  # as far as Python read it
+        raise SyntaxError("source code cannot contain null bytes", (filename, line, None, text))
+    return compile(source, filename, "exec", dont_inherit=True)
 
 
 def _module_name(entry: str, directory: str) -> str | None:
