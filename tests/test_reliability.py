@@ -669,11 +669,11 @@ def test_a_handler_set_between_guards_in_an_armed_scope_is_wrapped_by_the_next_e
     try:
         with keep_armed():
             with hot_path_guard(strict=False):
-                assert signal.getsignal(signal.SIGINT) is critical._wrapper
-            assert signal.getsignal(signal.SIGINT) is critical._wrapper  # still armed
+                assert type(signal.getsignal(signal.SIGINT)) is critical._Wrapper
+            assert type(signal.getsignal(signal.SIGINT)) is critical._Wrapper  # still armed
             signal.signal(signal.SIGUSR1, _user_handler)
             with hot_path_guard(strict=False):
-                assert signal.getsignal(signal.SIGUSR1) is critical._wrapper
+                assert type(signal.getsignal(signal.SIGUSR1)) is critical._Wrapper
             signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # not callable: nothing to wrap
             with hot_path_guard(strict=False):
                 assert signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN
@@ -699,7 +699,7 @@ def test_a_guard_where_sigint_is_ignored_leaves_it_ignored_and_wraps_a_handler_s
         assert {s: signal.getsignal(s) for s in uncallable} == uncallable
         signal.signal(signal.SIGINT, signal.default_int_handler)
         with hot_path_guard(strict=False):
-            assert signal.getsignal(signal.SIGINT) is critical._wrapper
+            assert type(signal.getsignal(signal.SIGINT)) is critical._Wrapper
             with pytest.raises(KeyboardInterrupt):
                 signal.raise_signal(signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -707,14 +707,22 @@ def test_a_guard_where_sigint_is_ignored_leaves_it_ignored_and_wraps_a_handler_s
 
 
 def _signal_module_raising(signum, when):
-    """`critical`'s view of the signal module, raising `signum` once, just after a swap of
-    another signal's handler (`when` "wrapping") or of its own (`when` "unwrapping")."""
+    """`critical`'s view of the signal module, raising `signum` once: just after a swap of
+    another signal's handler (`when` "wrapping") or of its own ("unwrapping"), or as its
+    own is about to be wrapped ("wrapping its own": signal.signal runs a pending handler
+    before it swaps)."""
     import _signal
 
     def swap(number, handler):
+        wrapping = type(handler) is critical._Wrapper
+        before = when == "wrapping its own" and wrapping and number == signum
+        after = {"wrapping": wrapping and number != signum,
+                 "unwrapping": not wrapping and number == signum}.get(when, False)  # fmt: skip
+        if before and not swap.fired:
+            swap.fired = True
+            _signal.raise_signal(signum)  # pending: signal.signal runs its handler first
         previous = _signal.signal(number, handler)
-        wrapping = handler is critical._wrapper
-        if not swap.fired and wrapping == (when == "wrapping") and (number == signum) != wrapping:
+        if after and not swap.fired:
             swap.fired = True
             _signal.raise_signal(signum)  # its handler runs here, unwrapped
         return previous
@@ -724,22 +732,30 @@ def _signal_module_raising(signum, when):
     return types.SimpleNamespace(**{**names, "signal": swap}), swap
 
 
-@pytest.mark.parametrize("when", ["wrapping", "unwrapping"])
+def _wrapped(signum):
+    return type(signal.getsignal(signum)) is critical._Wrapper
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["exited", "kept open"])
+@pytest.mark.parametrize("when", ["wrapping", "wrapping its own", "unwrapping"])
 def test_a_guard_a_handler_starts_in_the_middle_of_a_swap_runs_with_handlers_wrapped(
-    ctrl_c, monkeypatch, when
+    ctrl_c, monkeypatch, when, kept
 ):
     # BUG: a handler not wrapped yet that ran while a guard's entry wrapped the handlers (or
     # the last exit unwrapped them) and started a guard got that guard's whole change run
     # unwrapped: the next signal ran the handler again in the middle of it, a guard's entry
-    # nested in a half-made change (3.11: a KeyError, and the profile function left).
+    # nested in a half-made change (3.11: a KeyError, and the profile function left). And
+    # a guard it started and kept open must find every handler wrapped while it is in use.
     started, wrapped_inside, inner = [], [], []
 
     def handler(signum, frame):
         started.append(critical._state.swapping)
-        with hot_path_guard(strict=False) as guard:
-            wrapped_inside.append(signal.getsignal(signal.SIGUSR2) is critical._wrapper)
-            wp.synchronize()
+        guard = hot_path_guard(strict=False).__enter__()
+        wrapped_inside.append(_wrapped(signal.SIGUSR2))
+        wp.synchronize()
         inner.append(guard)
+        if not kept:
+            guard.__exit__(None, None, None)
 
     proxy, swap = _signal_module_raising(signal.SIGUSR2, when)
     monkeypatch.setitem(critical._state.arrivals, signal.SIGINT, 10**9)  # swapped first
@@ -751,7 +767,13 @@ def test_a_guard_a_handler_starts_in_the_middle_of_a_swap_runs_with_handlers_wra
         monkeypatch.undo()
         assert swap.fired and started == [True]  # the handler ran in the middle of the swap
         assert wrapped_inside == [True]
-        assert [len(g.violations) for g in (*inner, outer)] == [1, 1]
+        if kept:
+            assert inner[0].active and _wrapped(signal.SIGINT) and _wrapped(signal.SIGUSR2)
+            with pytest.raises(KeyboardInterrupt):  # delivered once its exit is made
+                inner[0].__exit__(None, None, None) or signal.raise_signal(signal.SIGINT)
+            assert not inner[0].active
+        seen_by_inner = 2 if kept and when != "unwrapping" else 1  # open around outer's block
+        assert [len(g.violations) for g in (*inner, outer)] == [seen_by_inner, 1]
         assert signal.getsignal(signal.SIGUSR2) is handler  # every wrapper taken down
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
@@ -763,20 +785,63 @@ def test_a_wrapper_the_program_saved_and_set_again_calls_the_handler_it_wrapped(
     # BUG: signal.getsignal() returns the wrapper while a guard is active; a program that
     # saved it and set it again after the last guard got KeyboardInterrupt for any signal.
     got = []
-    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: got.append(signum))
+    first, second = (lambda signum, frame: got.append(("first", signum))), got.append
+    previous = signal.signal(signal.SIGUSR2, first)
     try:
         with hot_path_guard(strict=False):
             saved = signal.getsignal(signal.SIGUSR2)
-        assert saved is critical._wrapper
+        assert signal.getsignal(signal.SIGUSR2) is first  # taken down
+        signal.signal(signal.SIGUSR2, lambda signum, frame: second("second"))
+        with hot_path_guard(strict=False):  # another handler wrapped since
+            pass
         signal.signal(signal.SIGUSR2, saved)
         signal.raise_signal(signal.SIGUSR2)
-        assert got == [signal.SIGUSR2]
-        with hot_path_guard(strict=False):  # and the next guard takes it as wrapped
+        with hot_path_guard(strict=False):  # and a guard takes it as wrapped
             signal.raise_signal(signal.SIGUSR2)
         signal.raise_signal(signal.SIGUSR2)  # left as the program set it, and still calling
-        assert got == [signal.SIGUSR2] * 3
+        assert got == [("first", signal.SIGUSR2)] * 3
     finally:
         signal.signal(signal.SIGUSR2, previous)
+    assert_nothing_left()
+
+
+def test_a_handler_the_program_dropped_is_not_kept_alive(ctrl_c):
+    # BUG: the handler each signal's wrapper had called was kept for good, with all it
+    # held, once the program had set another.
+    class Handler:
+        def __call__(self, signum, frame):
+            pass
+
+    handler = Handler()
+    previous = signal.signal(signal.SIGUSR2, handler)
+    try:
+        with hot_path_guard(strict=False):
+            pass
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+        dropped = weakref.ref(handler)
+        del handler
+        gc.collect()
+        assert dropped() is None
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert_nothing_left()
+
+
+def test_an_undo_that_raises_too_leaves_no_change_open(ctrl_c):
+    # BUG: a change and its undo both raising (a RecursionError each, under a signal storm)
+    # left the change open for good: every later signal waited, a Ctrl-C never came.
+    def fails():
+        raise RecursionError("in the change")
+
+    def fails_too():
+        raise RecursionError("in the undo")
+
+    with pytest.raises(RecursionError, match="in the undo"):
+        critical.protected(fails, fails_too)
+    assert critical._state.depth == 0
+    with pytest.raises(KeyboardInterrupt):
+        with hot_path_guard(strict=False):
+            signal.raise_signal(signal.SIGINT)
     assert_nothing_left()
 
 

@@ -9,7 +9,7 @@ change runs through `protected`:
 - Python runs signal handlers only in the main thread, and only at a few points: at the
   start of a Python function, at a backward jump and right after a call returns (and
   ``signal.signal`` runs the pending ones before it changes a handler). While guards are
-  in use, every Python-level handler is wrapped (`_wrapper`): a signal that arrives while
+  in use, every Python-level handler is wrapped (`_Wrapper`): a signal that arrives while
   a change is under way, or at the start of one of the entry points that lead to it
   (`entry`: a guard's ``__exit__`` before its change begins, say), is recorded and its
   handler runs when the change is complete; anywhere else the handler runs at once, as
@@ -51,11 +51,9 @@ class _State:
     def __init__(self) -> None:
         self.main = threading.main_thread().ident
         self.depth = 0  # > 0: a change is under way in the main thread
-        self.pending: list[tuple[int, FrameType | None]] = []
-        self.originals: dict[int, object] = {}  # signal -> the handler it wraps now
-        # signal -> the handler its wrapper calls, kept once unwrapped: a program that saved
-        # the wrapper (`signal.getsignal()` during a guard) and sets it again means that one.
-        self.calls: dict[int, object] = {}
+        # What arrived during a change: the signal, its frame, the handler it waits to run.
+        self.pending: list[tuple[int, FrameType | None, Callable]] = []
+        self.wrappers: dict[int, _Wrapper] = {}  # signal -> the wrapper we set, to take down
         self.entries: set[int] = set()  # id(code) of the functions that lead to a change
         self.swapping = False  # handlers are being wrapped or unwrapped
         self.rewrapped = False  # a guard a handler started during a swap wrapped them
@@ -77,21 +75,33 @@ def set_idle_check(idle: Callable[[], bool]) -> None:
     _state.idle = idle
 
 
-@entry
-def _wrapper(signum: int, frame: FrameType | None) -> object:
-    """Every wrapped signal's handler: later during a change, at once anywhere else."""
-    _state.arrivals[signum] = _state.arrivals.get(signum, 0) + 1
-    if _state.depth > 0 or _on_the_way_in(frame):
-        _state.pending.append((signum, frame))
-        return None
-    original = _state.calls.get(signum, _signal.default_int_handler)
-    return original(signum, frame) if callable(original) else None
+class _Wrapper:
+    """A wrapped signal handler: it runs the handler later during a change, at once
+    anywhere else. Each holds its own: one the program saved from `signal.getsignal()`
+    during a guard and sets again later (for any signal) calls the handler it wrapped,
+    and keeps it alive for as long as the program keeps the wrapper, no longer."""
+
+    __slots__ = ("original",)
+
+    def __init__(self, original: Callable) -> None:
+        self.original = original
+
+    @entry
+    def __call__(self, signum: int, frame: FrameType | None) -> object:
+        _state.arrivals[signum] = _state.arrivals.get(signum, 0) + 1
+        if _state.depth > 0 or _on_the_way_in(frame):
+            _state.pending.append((signum, frame, self.original))
+            return None
+        return self.original(signum, frame)
+
+    def __repr__(self) -> str:
+        return f"<trackgen_contract's wrapper of {self.original!r}>"
 
 
 def is_wrapper(code: object) -> bool:
     """Whether `code` is the wrappers' own: a traceback of an exception a wrapped handler
     raised (a Ctrl-C's KeyboardInterrupt) has a frame of it last, which Python's has not."""
-    return code is _wrapper.__code__
+    return code is _Wrapper.__call__.__code__
 
 
 _LOOK_UP = 3  # frames: an entry point, or a callback a hook of ours runs at its start
@@ -140,9 +150,9 @@ def _wrap() -> None:
 @entry
 def _wrap_each() -> None:
     # Mostly every handler is wrapped already (guards entered inside keep_armed): told
-    # by C calls alone (identities, not ==, which could run a handler object's __eq__).
+    # by C calls alone (types and identities, not ==, which could run a handler's __eq__).
     handlers = list(map(_signal.getsignal, _SIGNALS))
-    if set(map(id, filter(callable, handlers))) <= {id(_wrapper)}:
+    if set(map(type, filter(callable, handlers))) <= {_Wrapper}:
         return
     # The busiest signal first: until it is wrapped its own handler may raise here, and
     # the ones wrapped before it would stay wrapped with no guard to take them down. Only
@@ -152,9 +162,13 @@ def _wrap_each() -> None:
     python_level = compress(_SIGNALS, map(callable, handlers))
     for signum in sorted(python_level, key=lambda signum: -_state.arrivals.get(signum, 0)):
         handler = _signal.getsignal(signum)
-        if handler is not _wrapper and callable(handler):
-            _state.originals[signum] = _state.calls[signum] = handler  # the wrapper's, first
-            _signal.signal(signum, _wrapper)
+        if type(handler) is not _Wrapper and callable(handler):
+            # Known before it is set, and the same one for the same handler: a handler that
+            # signal.signal runs first may start a guard that wraps this signal too.
+            wrapper = _state.wrappers.get(signum)
+            if wrapper is None or wrapper.original is not handler:
+                _state.wrappers[signum] = wrapper = _Wrapper(handler)
+            _signal.signal(signum, wrapper)
 
 
 @entry
@@ -182,17 +196,28 @@ def _unwrap_each() -> BaseException | None:
         _state.rewrapped = False
         # The busiest signal last: once unwrapped, its own handler may raise at the next
         # point where handlers run, and the others would stay wrapped.
-        order = sorted(_state.originals.items(), key=lambda i: _state.arrivals.get(i[0], 0))
-        for signum, original in order:
+        order = sorted(_state.wrappers.items(), key=lambda i: _state.arrivals.get(i[0], 0))
+        for signum, wrapper in order:
             try:
-                if _signal.getsignal(signum) is _wrapper:
-                    _signal.signal(signum, original)  # type: ignore[arg-type]
-                if _signal.getsignal(signum) is not _wrapper:  # else wrapped again meanwhile
-                    _state.originals.pop(signum, None)
+                if _signal.getsignal(signum) is wrapper:
+                    _signal.signal(signum, wrapper.original)
+                # Not if a guard a handler started meanwhile wrapped it again.
+                if (
+                    _state.wrappers.get(signum) is wrapper
+                    and _signal.getsignal(signum) is not wrapper
+                ):
+                    del _state.wrappers[signum]
             except BaseException as exc:
                 error = error or exc
-        if not (_state.rewrapped and _state.idle()):
-            return error  # else a guard came and went in a handler, wrapping them again
+        if not _state.rewrapped:
+            return error
+        if not _state.idle():  # a guard a handler started is still in use: wrap them all
+            try:
+                _wrap_each()
+            except BaseException as exc:
+                error = error or exc
+            return error
+        # else a guard came and went in a handler, wrapping them again: once more
 
 
 @entry
@@ -217,7 +242,7 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
             return _collected(lambda: _undone_on_error(change, undo))
         return _until_made(change, undo)
     finally:
-        # The change stands: a signal arriving from here on must wait (see `_wrapper`),
+        # The change stands: a signal arriving from here on must wait (see `_Wrapper`),
         # so no frame deeper than settle's is made, and the token goes out inline.
         if headroom.users.pop(token, None) is not None:
             headroom.settle()
@@ -249,7 +274,7 @@ class _Interrupted(Exception):
 
 @entry
 def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tuple[bool, T | None]:
-    if undo is not None or not _state.originals:
+    if undo is not None or not _state.wrappers:
         # An entry (an exit relies on the wrappers its entry put in place; a handler set
         # meanwhile is wrapped by the next entry). A pending signal may be handled here:
         # nothing has changed yet.
@@ -263,14 +288,18 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
         if _state.pending and undo is not None:
             raise _Interrupted
     except _Interrupted:
-        _collected(undo)  # type: ignore[arg-type]
-        _state.depth = 0
+        try:
+            _collected(undo)  # type: ignore[arg-type]
+        finally:  # an undo that raised too (a RecursionError) must not leave it open
+            _state.depth = 0
         _finish()  # a handler that raises ends it here; else the change is made again
         return False, None
     except BaseException:
-        if undo is not None:
-            _collected(undo)
-        _state.depth = 0
+        try:
+            if undo is not None:
+                _collected(undo)
+        finally:
+            _state.depth = 0
         _finish()
         raise
     _state.depth = 0
@@ -309,11 +338,9 @@ def _deliver() -> None:
     error: BaseException | None = None
     while _state.pending:
         pending, _state.pending = _state.pending, []
-        for signum, frame in pending:
-            handler = _state.calls.get(signum, _signal.default_int_handler)  # as _wrapper
+        for signum, frame, handler in pending:
             try:
-                if callable(handler):
-                    handler(signum, frame)
+                handler(signum, frame)
             except BaseException as exc:
                 error = error or exc
     if error is not None:
