@@ -829,19 +829,50 @@ def test_a_handler_the_program_dropped_is_not_kept_alive(ctrl_c):
 
 def test_an_undo_that_raises_too_leaves_no_change_open(ctrl_c):
     # BUG: a change and its undo both raising (a RecursionError each, under a signal storm)
-    # left the change open for good: every later signal waited, a Ctrl-C never came.
+    # left the change open for good: every later signal waited, a Ctrl-C never came; and
+    # then the signal that arrived during the change waited for the next guard.
+    got = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: got.append(signum))
+
     def fails():
+        signal.raise_signal(signal.SIGUSR2)  # waits for the change
         raise RecursionError("in the change")
 
     def fails_too():
         raise RecursionError("in the undo")
 
-    with pytest.raises(RecursionError, match="in the undo"):
-        critical.protected(fails, fails_too)
-    assert critical._state.depth == 0
-    with pytest.raises(KeyboardInterrupt):
+    try:
+        with pytest.raises(RecursionError, match="in the undo"):
+            critical.protected(fails, fails_too)
+        assert critical._state.depth == 0
+        assert got == [signal.SIGUSR2] and critical._state.wrappers == {}
+        with pytest.raises(KeyboardInterrupt):
+            with hot_path_guard(strict=False):
+                signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert_nothing_left()
+
+
+def test_a_handler_saved_and_restored_around_a_guard_is_back_after_the_last(ctrl_c):
+    # BUG: a program (a test's timeout plugin) that set a handler of its own and restored
+    # the saved one around a guard, inside an armed scope, left that saved wrapper in place
+    # for good: the last exit took down only the wrapper it had set itself. asyncio's
+    # Runner then found no default SIGINT handler in any later run.
+    def mine(signum, frame):
+        pass
+
+    with keep_armed():
         with hot_path_guard(strict=False):
-            signal.raise_signal(signal.SIGINT)
+            pass
+        saved = signal.signal(signal.SIGINT, mine)
+        try:
+            with hot_path_guard(strict=False):
+                assert _wrapped(signal.SIGINT)
+        finally:
+            signal.signal(signal.SIGINT, saved)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert critical._state.wrappers == {}
     assert_nothing_left()
 
 

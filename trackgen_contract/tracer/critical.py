@@ -192,15 +192,17 @@ def _unwrap_each() -> BaseException | None:
     """Unwrap every handler; the first exception a swap raised is returned, not raised:
     the other handlers are unwrapped first."""
     error: BaseException | None = None
+    _state.rewrapped = False  # before `found` is read: set again, it means read again
+    found = dict(_state.wrappers)
     while True:
-        _state.rewrapped = False
         # The busiest signal last: once unwrapped, its own handler may raise at the next
         # point where handlers run, and the others would stay wrapped.
-        order = sorted(_state.wrappers.items(), key=lambda i: _state.arrivals.get(i[0], 0))
+        order = sorted(found.items(), key=lambda i: _state.arrivals.get(i[0], 0))
         for signum, wrapper in order:
             try:
-                if _signal.getsignal(signum) is wrapper:
-                    _signal.signal(signum, wrapper.original)
+                current = _signal.getsignal(signum)
+                if type(current) is _Wrapper:  # ours, or one the program saved and set again
+                    _signal.signal(signum, current.original)
                 # Not if a guard a handler started meanwhile wrapped it again.
                 if (
                     _state.wrappers.get(signum) is wrapper
@@ -217,7 +219,14 @@ def _unwrap_each() -> BaseException | None:
             except BaseException as exc:
                 error = error or exc
             return error
-        # else a guard came and went in a handler, wrapping them again: once more
+        # Else a guard came and went in a handler, wrapping them again: once more, over
+        # what is set now (that guard may have set one between a check above and its `del`).
+        _state.rewrapped = False
+        found = dict(_state.wrappers)
+        for signum in _SIGNALS:
+            handler = _signal.getsignal(signum)
+            if type(handler) is _Wrapper:
+                found.setdefault(signum, handler)
 
 
 @entry
@@ -288,24 +297,28 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
         if _state.pending and undo is not None:
             raise _Interrupted
     except _Interrupted:
-        try:
-            _collected(undo)  # type: ignore[arg-type]
-        finally:  # an undo that raised too (a RecursionError) must not leave it open
-            _state.depth = 0
-        _finish()  # a handler that raises ends it here; else the change is made again
+        _undo_and_finish(undo)  # a handler that raises ends it here; else it is made again
         return False, None
     except BaseException:
-        try:
-            if undo is not None:
-                _collected(undo)
-        finally:
-            _state.depth = 0
-        _finish()
+        _undo_and_finish(undo)
         raise
     _state.depth = 0
     if undo is None:  # an exit: the change stands, and raising from it now is fine
         _finish()
     return True, result  # an entry: no call since the last look, nothing landed
+
+
+@entry
+def _undo_and_finish(undo: Callable[[], object] | None) -> None:
+    """Undo a change that raised or was interrupted, then close it and deliver what
+    arrived, even where the undo raised too (a RecursionError): else the change stayed
+    open, and every later signal waited for good."""
+    try:
+        if undo is not None:
+            _collected(undo)
+    finally:
+        _state.depth = 0
+        _finish()
 
 
 @entry
