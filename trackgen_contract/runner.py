@@ -24,8 +24,10 @@ import types
 import zipfile
 from dataclasses import dataclass
 from importlib.machinery import ModuleSpec
+from pathlib import Path
 from types import CodeType
 
+from .project import relative_path
 from .tracer import critical
 
 
@@ -137,9 +139,11 @@ class Program:
             entries = sorted(os.listdir(self.path0))
         except OSError:  # a zip file, or gone
             return []
-        own = os.path.realpath(self.path0)
+        own = Path(os.path.realpath(self.path0))
         found = []
         for entry in entries:
+            if entry.partition(".")[0] not in sys.modules:
+                continue  # most entries: no stat for them (a module's name has no dot)
             origin = _loaded_elsewhere(_module_name(entry, self.path0), own)
             if origin is not None:
                 found.append((entry, origin))
@@ -236,7 +240,7 @@ def _module_name(entry: str, directory: str) -> str | None:
     return None
 
 
-def _loaded_elsewhere(name: str | None, directory: str) -> str | None:
+def _loaded_elsewhere(name: str | None, directory: Path) -> str | None:
     """Where the module `name` already imported comes from, if that is a file outside
     `directory`."""
     module = sys.modules.get(name) if name and name != "__main__" else None
@@ -244,8 +248,7 @@ def _loaded_elsewhere(name: str | None, directory: str) -> str | None:
     origin = getattr(spec, "origin", None) if isinstance(spec, ModuleSpec) else None
     if not isinstance(origin, str) or not os.path.isabs(origin):
         return None  # built in, frozen, a namespace package
-    inside = os.path.realpath(origin).startswith(directory.rstrip(os.sep) + os.sep)
-    return None if inside else origin
+    return origin if relative_path(origin, directory) is None else None
 
 
 def _import_package(name: str) -> None:

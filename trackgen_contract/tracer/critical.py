@@ -78,8 +78,9 @@ def set_idle_check(idle: Callable[[], bool]) -> None:
 class _Wrapper:
     """A wrapped signal handler: it runs the handler later during a change, at once
     anywhere else. Each holds its own: one the program saved from `signal.getsignal()`
-    during a guard and sets again later (for any signal) calls the handler it wrapped,
-    and keeps it alive for as long as the program keeps the wrapper, no longer."""
+    during a guard and sets again later (for any signal) calls the handler it wrapped.
+    Once the last guard is gone, only the program's own reference to a wrapper keeps
+    its handler alive."""
 
     __slots__ = ("original",)
 
