@@ -30,12 +30,13 @@ removed: it would slow every profiled call for the rest of the process.)
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from types import FrameType
+from types import FrameType, ModuleType
 
 from .. import codecache
 from ..callsite.readback import describe
@@ -169,12 +170,11 @@ class ProfileCore(ArmingCore):
         if not self.compiled:
             sys.setprofile(profile)
             return
-        from ._fastprofile import install, watch
-
         # `profile` behind a C function that calls it for the events its filter takes
         # alone, on the same set: it is still what sys.getprofile() returns.
-        watch(_watched_names, _CLOSING)
-        install(profile)
+        fast = _fastprofile()
+        fast.watch(_watched_names, _CLOSING)
+        fast.install(profile)
 
     def _sync(self) -> None:
         # The hooks read this dict at every call: update it in place.
@@ -292,6 +292,15 @@ class ProfileCore(ArmingCore):
         self._synced = self._books.version
         if hook is not None and sys.getprofile() is hook.profile:
             _restore(hook)
+
+
+@functools.cache
+def _fastprofile() -> ModuleType:
+    # Imported once, where it was built (`compiled`): an import statement in `_install`
+    # cost a guard's entry ~0.7 us.
+    from . import _fastprofile
+
+    return _fastprofile
 
 
 def _went_straight_up(error: BaseException, hook_codes: frozenset[int]) -> bool:
