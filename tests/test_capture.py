@@ -49,9 +49,11 @@ def test_guard_verdict_on_cpu(snippet):
     assert verdict(snippet, "cpu") == snippet.breaches
 
 
-def test_refuses_the_cpu():
-    with pytest.raises(CaptureUnavailable, match="proves nothing"):
-        check_capturable(lambda: None, device="cpu")
+@pytest.mark.parametrize("device", ["cpu", "device"])
+def test_refuses_the_cpu_by_name_on_any_machine(device):
+    device = wp.get_device("cpu") if device == "device" else device
+    with pytest.raises(CaptureUnavailable, match=r"is the CPU: .* proves nothing"):
+        check_capturable(lambda: None, device=device)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")

@@ -164,6 +164,12 @@ def test_allow_accepts_the_api_with_parentheses(arr):
         ([("wp.zeros", "acme.gen", "f")], ValueError, "not a host sync or readback API"),
         ([("wp.array.nump", "acme.gen", "f")], ValueError, "'wp.array.nump'"),
         (42, TypeError, "allow takes"),
+        (
+            "wp.array.numpy:acme.gen:f",
+            TypeError,
+            r"got the string .* here \[\('wp.array.numpy', 'acme.gen', 'f'\)\]",
+        ),
+        ("abc", TypeError, "got the string 'abc'$"),
     ],
 )
 def test_malformed_allow_is_a_clear_error(allow, error, match):

@@ -76,6 +76,11 @@ def explain(error: BaseException) -> str:
 def _cuda_device(device: object):
     import warp as wp
 
+    if _is_the_cpu(wp, device):
+        raise CaptureUnavailable(
+            f"device {device!r} is the CPU: Warp records CPU graphs permissively "
+            "(readbacks, allocations and syncs pass), so a CPU capture proves nothing"
+        )
     if not wp.is_cuda_available():
         raise CaptureUnavailable(
             "no CUDA device is available here: a CUDA graph capture needs one, and a CPU "
@@ -91,6 +96,14 @@ def _cuda_device(device: object):
             "(readbacks, allocations and syncs pass), so a CPU capture proves nothing"
         )
     return target
+
+
+def _is_the_cpu(wp, device: object) -> bool:
+    # Told before CUDA's absence: asking for the CPU is the mistake, on any machine.
+    # (Exact types only: no code of the caller's runs to tell.)
+    if type(device) is str:
+        return device == "cpu"
+    return type(device) is wp.Device and device.is_cpu is True
 
 
 def check_capturable(

@@ -22,6 +22,7 @@ a test makes itself (the ``hot_path_guard`` fixture) is its own, in none of thes
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
@@ -44,6 +45,8 @@ _MARKER_HELP = (
     "modules, allow, strict."
 )
 _SWITCHES = ("host_sync", "allocation", "stream", "capture")
+# The marker's options: hot_path_guard's keywords.
+_OPTIONS = tuple(inspect.signature(HotPathGuard).parameters)
 _FILES_KEY = "trackgen_contract_files"
 
 
@@ -143,6 +146,11 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
             f"got positional {marker.args!r}"
         )
     options = dict(marker.kwargs)
+    unknown = [name for name in options if name not in _OPTIONS]
+    if unknown:
+        raise pytest.UsageError(
+            f"{where}: unknown option {unknown[0]!r}; the options are {', '.join(_OPTIONS)}"
+        )
     if all(options.get(name) is False for name in _SWITCHES):
         off = ", ".join(f"{name}=False" for name in _SWITCHES)
         raise pytest.UsageError(

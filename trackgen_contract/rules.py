@@ -214,11 +214,11 @@ def _allow(allow: object) -> frozenset[Key]:
         "allow takes (api, module, function) tuples, "
         "e.g. ('wp.array.numpy', 'acme.gen', 'Gen.generate')"
     )
-    if (
-        isinstance(allow, (str, tuple))
-        and len(allow) == 3
-        and all(isinstance(p, str) for p in allow)
-    ):
+    if isinstance(allow, str):
+        parts = tuple(allow.split(":"))
+        spelled = f" (the command line's spelling: here [{parts!r}])" if len(parts) == 3 else ""
+        raise TypeError(f"{wrong}, got the string {allow!r}{spelled}")
+    if isinstance(allow, tuple) and len(allow) == 3 and all(isinstance(p, str) for p in allow):
         raise TypeError(f"{wrong}: pass a collection of keys, got the single key {allow!r}")
     try:
         keys = list(allow)  # type: ignore[call-overload]

@@ -57,8 +57,9 @@ _EPILOG = f"""\
 exit status:
   0     clean: what was checked has no breach (after --baseline)
   {BREACHES}   breaches found, in a program that otherwise succeeded (or that --strict stopped)
-  {NOTHING_CHECKED}   nothing was checked: a hot path made no watched Warp call (it never ran),
-        or the program made none at all, or it took the tracer's hook away
+  {NOTHING_CHECKED}   nothing was checked, and no breach found: a hot path made no watched Warp
+        call (it never ran), or the program made none at all, or it took the
+        tracer's hook away (with breaches found too: {BREACHES})
   2     usage error (one line, before the program runs), or an unreadable
         '# trackgen_contract:' pragma in the program's source
   other the program's own status when it failed (1 for an uncaught exception,

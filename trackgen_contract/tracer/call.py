@@ -99,7 +99,9 @@ class WarpCall:
 
     @property
     def api(self) -> str:
-        """The public name of the watched API, e.g. ``"wp.launch"``."""
+        """The watched function, as reached from ``warp``: ``"wp.launch"``, or for an
+        allocation one of Warp's own chokepoints (``"wp.array._init_new"``), where `via`
+        names the public function the user's code called."""
         return self.entry.api
 
     @property
