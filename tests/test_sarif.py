@@ -140,6 +140,10 @@ def test_clean(a):
     location = accepted["locations"][0]["physicalLocation"]
     assert location["artifactLocation"] == {"uri": "test_hot.py", "uriBaseId": "%SRCROOT%"}
     assert accepted["suppressions"][0]["kind"] == "inSource"
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--hot-path-sarif", "r.sarif", "-k", "two"
+    )
+    result.stdout.fnmatch_lines(["*wrote SARIF for 1 marked test to r.sarif*"])
 
 
 def test_pytest_plugin_sarif_across_xdist_workers(pytester, monkeypatch):

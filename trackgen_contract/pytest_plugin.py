@@ -412,7 +412,8 @@ def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
     if write:
         entries = baselines.entries(state.found, path_of)
         baselines.write(write, entries)
-        state.notes.append(f"wrote {len(entries)} baseline entries to {write}")
+        written = f"{len(entries)} baseline entr{'y' if len(entries) == 1 else 'ies'}"
+        state.notes.append(f"wrote {written} to {write}")
     sarif = config.getoption("hot_path_sarif", None)
     if sarif:
         breaches = [row for row, _ in state.found] if compared is None else list(compared.new)
@@ -427,7 +428,8 @@ def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
             with_baseline=compared is not None,
         )
         sarifs.write(sarif, log)
-        state.notes.append(f"wrote SARIF for {len(state.tests)} marked tests to {sarif}")
+        tests = f"{len(state.tests)} marked test{'' if len(state.tests) == 1 else 's'}"
+        state.notes.append(f"wrote SARIF for {tests} to {sarif}")
     _note_allow_keys(state)
     return _note_pragmas(state) if state.tests else None  # none ran: no pragma was in use
 
