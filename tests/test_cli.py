@@ -223,6 +223,16 @@ def test_program_that_raises(tmp_path):
     assert "2 breaching calls at 2 sites" in err  # the report still comes (zeros, numpy)
 
 
+def test_the_heading_counts_lines_not_rows(tmp_path):
+    # One line that breaches two categories (it allocates, and copies with no stream)
+    # shows in two rows; the heading counted rows as sites.
+    path = hot_program(tmp_path, "wp.array([1.0, 2.0], dtype=float, device='cpu')\n")
+    status, _, err = trace(path)
+    assert status == BREACHES
+    assert "2 breaching calls at 1 site in" in err
+    assert err.count("prog.py:13") == 2  # one row under each category
+
+
 @pytest.mark.parametrize("form", ["script", "module"])
 def test_a_failing_programs_traceback_is_pythons(tmp_path, form):
     # BUG: under -m the two frames of runpy's that `python -m` shows were left out.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import platform
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -95,13 +96,19 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
+def _site_count(rows: Iterable[Row]) -> int:
+    # Lines, not rows: one line may breach two categories (`wp.array(data)` allocates and
+    # copies with no stream) and show in both.
+    return len({row.site for row in rows})
+
+
 def render(findings: Findings, outcome: Outcome, *, program: str, colour: bool = False) -> str:
     """The terminal report: breaches by category then site, what was let through, then
     every Warp call seen, and the exit status in words."""
     style = _Style(colour)
     total = findings.total
     if total:
-        sites = len(findings.breaches)
+        sites = _site_count(findings.breaches)
         head = style(f"{_plural(total, 'breaching call')} at {_plural(sites, 'site')}", _BOLD, _RED)
     elif findings.unchecked:  # no pass: said why below
         head = style("no breach found, but not fully checked,", _BOLD, _YELLOW)
@@ -178,11 +185,12 @@ def _baseline_lines(findings: Findings, style: _Style) -> list[str]:
         return []
     accepted = findings.of("baseline")
     calls = sum(row.count for row in accepted)
+    sites = _plural(_site_count(accepted), "site")
     lines = [
         "",
         style(f"baseline {findings.baseline}:", _BOLD)
-        + f" accepted {_plural(calls, 'breaching call')} at {_plural(len(accepted), 'site')};"
-        + f" {_plural(len(findings.breaches), 'new site')}",
+        + f" accepted {_plural(calls, 'breaching call')} at {sites};"
+        + f" {_plural(_site_count(findings.breaches), 'new site')}",
     ]
     if findings.fixed:
         lines.append(
