@@ -19,6 +19,7 @@ import contextvars
 import cProfile
 import functools
 import gc
+import json
 import operator
 import subprocess
 import sys
@@ -30,6 +31,7 @@ import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,6 +50,7 @@ from trackgen_contract import (
     stream_explicit,
 )
 from trackgen_contract import diagnostics as diagnostics_module
+from trackgen_contract.callsite import readback
 from trackgen_contract.diagnostics import TrackgenContractWarning
 from trackgen_contract.tracer import fastpath, keep_armed
 
@@ -3113,3 +3116,78 @@ def test_warps_own_clean_site_run_under_main_is_judged_as_the_users(arr):
         fresh = [v for call in calls for v in record(make(), [call])]
         assert record(make(), calls) == sorted(fresh)
         assert any(module == "__main__" for _, _, module, _ in fresh)  # Warp's code, as __main__
+
+
+_SHADOWED_CELL_PROGRAM = """
+import json, sys
+import warp as wp
+wp.config.quiet = True
+from acme.kernels import add_one
+from trackgen_contract import stream_explicit
+
+a = wp.zeros(4, dtype=float, device="cpu")
+cmd = wp.launch(add_one, dim=4, inputs=[a], device="cpu", record_cmd=True)
+
+def receiver_rebound():
+    c = 1
+    shared = lambda: c
+    return [c.launch(stream=None) for c in [cmd]]
+
+def options_rebound():
+    kw = 1
+    shared = lambda: kw
+    return [wp.launch(add_one, dim=4, inputs=[a], device="cpu", **kw) for kw in [{"stream": None}]]
+
+def comprehension_cell():  # the comprehension's own variable is shared: a cell of its own
+    return [(c.launch(stream=None), lambda: c) for c in [cmd]]
+
+found = {}
+for shape in (receiver_rebound, options_rebound, comprehension_cell):
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            shape()
+    found[shape.__name__] = [len(guard.violations), guard.calls]
+print(json.dumps(found))
+"""
+
+
+def test_a_cell_that_a_comprehension_rebinds_never_crashes_the_program():
+    """BUG: on CPython 3.13.0-3.13.2, reading through ``frame.f_locals`` a variable that an
+    inlined comprehension rebinds while a nested function shares it crashed the process
+    (python/cpython#128396): the guard read the receiver, or the ``**`` dict, there. It is
+    not read there on those versions (the documented fallback: an explicit
+    ``stream=None`` then reads as missing); everywhere else it is read exactly."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SHADOWED_CELL_PROGRAM],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).parent,  # where `acme` is
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    fallback = 3 if (3, 13) <= sys.version_info < (3, 13, 3) else 0
+    assert found == {
+        "receiver_rebound": [fallback, 3],
+        "options_rebound": [fallback, 3],
+        "comprehension_cell": [0, 3],
+    }
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="comprehensions are inlined from 3.12")
+def test_which_names_a_comprehension_rebinds_over_a_cell():
+    def rebinds_a_cell():
+        c = 1
+        shared = lambda: c  # noqa: E731
+        return [c for c in range(2)], shared
+
+    def rebinds_a_plain_local():
+        c = 1
+        return [c for c in range(2)], c
+
+    def celled_by_the_comprehension():
+        return [lambda: c for c in range(2)]  # noqa: B023
+
+    assert readback._cells_rebound(rebinds_a_cell.__code__) == {"c"}
+    assert readback._cells_rebound(rebinds_a_plain_local.__code__) == set()
+    assert readback._cells_rebound(celled_by_the_comprehension.__code__) == set()

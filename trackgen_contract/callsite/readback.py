@@ -11,12 +11,14 @@ tested with ``type(x) is``, never ``isinstance`` (which may read ``__class__``).
 
 from __future__ import annotations
 
+import dis
 import sys
 import types
 from collections.abc import Callable
-from types import FrameType
+from types import CodeType, FrameType
 from typing import TypeVar
 
+from ..codecache import CodeCache
 from .values import Const, Method, OneOf, Ref, options
 
 T = TypeVar("T")
@@ -31,6 +33,13 @@ def _frame_locals_type() -> type:
 
 
 _FRAME_LOCALS = _frame_locals_type()
+
+# CPython 3.13.0 to 3.13.2 crash (a segfault) reading through ``frame.f_locals`` a name
+# that an inlined comprehension binds while the function keeps that name in a cell (one a
+# nested function uses): the comprehension's plain value is taken for the cell
+# (python/cpython#128396, fixed in 3.13.3). Such names of such code are not read there.
+_SHADOWED_CELLS_CRASH = (3, 13) <= sys.version_info < (3, 13, 3)
+_shadowed_cells: CodeCache[frozenset[str]] = CodeCache()
 
 # The __getattribute__ implementations that find attributes the generic way (type, then
 # instance dict): anything else is code that may answer differently.
@@ -187,11 +196,35 @@ def item(container: object, key: object) -> object:
     raise Unresolved(f"an item of a {_type_name(kind)}")
 
 
-def _namespace_get(namespace: object, name: str) -> object:
+def frame_local(frame: FrameType, name: str, default: object) -> object:
+    """The local `name` of `frame` as ``frame.f_locals`` has it, or `default`. Unresolved
+    where reading it would crash CPython (see `_SHADOWED_CELLS_CRASH`)."""
+    if _SHADOWED_CELLS_CRASH and name in _shadowed_cells.get_or_make(frame.f_code, _cells_rebound):
+        raise Unresolved(f"{name}, a cell that a comprehension rebinds (CPython 3.13.0-3.13.2)")
+    return _namespace_get(frame.f_locals, name, default)
+
+
+def _cells_rebound(code: CodeType) -> frozenset[str]:
+    # An inlined comprehension saves the function's own binding of its variable with
+    # LOAD_FAST_AND_CLEAR. Where that is a cell's or a free variable's name, the slot then
+    # holds the comprehension's plain value (the crashing case) unless the comprehension
+    # makes a cell of its own there at once (its variable is used by a nested function).
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    instructions = list(dis.get_instructions(code))
+    names = set()
+    for saved, following in zip(instructions, [*instructions[1:], None], strict=True):
+        if saved.opname == "LOAD_FAST_AND_CLEAR" and saved.argval in cells:
+            celled = following is not None and following.opname == "MAKE_CELL"
+            if not (celled and following.arg == saved.arg):
+                names.add(saved.argval)
+    return frozenset(names)
+
+
+def _namespace_get(namespace: object, name: str, default: object = _MISSING) -> object:
     if type(namespace) is dict:
-        return dict.get(namespace, name, _MISSING)
+        return dict.get(namespace, name, default)
     if type(namespace) is _FRAME_LOCALS:  # 3.13+: the frame's own view of its locals
-        return namespace.get(name, _MISSING)  # type: ignore[attr-defined]
+        return namespace.get(name, default)  # type: ignore[attr-defined]
     # A mapping of the user's (exec with custom locals, a __prepare__ namespace, globals
     # of a dict subclass): Python asks its __getitem__, which we may not run.
     raise Unresolved(f"{name} in a namespace of type {_type_name(type(namespace))}")
@@ -200,7 +233,7 @@ def _namespace_get(namespace: object, name: str) -> object:
 def _name(ref: Ref, frame: FrameType) -> object:
     name, scope = ref.name, ref.scope
     if scope != "global":
-        value = _namespace_get(frame.f_locals, name)
+        value = frame_local(frame, name, _MISSING)
         if value is not _MISSING:
             return value
         if scope == "fast":

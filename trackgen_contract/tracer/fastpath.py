@@ -745,7 +745,10 @@ def _root(scope: str, variable: str, frame: FrameType) -> object:
     """The local, or the global (a plain dict's; never a builtin; in a module's body,
     read there as its local), a receiver path starts from, or `_GONE`."""
     if scope == "fast":
-        return frame.f_locals.get(variable, _GONE)
+        try:
+            return readback.frame_local(frame, variable, _GONE)
+        except readback.Unresolved:
+            return _GONE
     if scope == "name" and not _module_body(frame):
         return _GONE
     globals_ = frame.f_globals
