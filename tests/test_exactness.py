@@ -3191,3 +3191,52 @@ def test_which_names_a_comprehension_rebinds_over_a_cell():
     assert readback._cells_rebound(rebinds_a_cell.__code__) == {"c"}
     assert readback._cells_rebound(rebinds_a_plain_local.__code__) == set()
     assert readback._cells_rebound(celled_by_the_comprehension.__code__) == set()
+
+
+class _Namespace(dict):
+    pass
+
+
+_RECORDED: list = []
+
+
+class _Preparing(type):
+    @classmethod
+    def __prepare__(mcs, name, bases):
+        return _Namespace()
+
+
+def test_documented_fallbacks_of_items_containers_and_namespaces():
+    """README, Known limits: on 3.13+ a receiver read through an item at a key of another
+    type than the stored one, or through a container other than an exact dict, list or
+    tuple, and a name read from a dict subclass namespace, fall back (an explicit
+    ``stream=None`` reads as missing); 3.11 and 3.12 tell the keyword from the call
+    instruction. Pinned so that the list stays true."""
+    cmd = wp.launch(add_one, dim=4, inputs=[wp.zeros(4, dtype=float, device="cpu")],
+                    device="cpu", record_cmd=True)  # fmt: skip
+    cmds, graphs = [cmd, cmd], {1: cmd}
+    by_name = collections.defaultdict(lambda: cmd, forward=cmd)
+    key = True
+
+    def bool_index():
+        cmds[key].launch(stream=None)
+
+    def bool_key():
+        graphs[key].launch(stream=None)
+
+    def defaultdict_item():
+        by_name["forward"].launch(stream=None)
+
+    def class_body():  # the receiver a global, looked for in the namespace first
+        class Body(metaclass=_Preparing):
+            _RECORDED[0].launch(stream=None)
+
+    _RECORDED[:] = [cmd]
+
+    falls_back = sys.version_info >= (3, 13)
+    for shape in (bool_index, bool_key, defaultdict_item, class_body):
+        with stream_explicit(strict=False) as guard:
+            for _ in range(3):
+                shape()
+        assert guard.calls == 3
+        assert len(guard.violations) == (3 if falls_back else 0), shape.__name__
