@@ -3197,7 +3197,7 @@ class _Namespace(dict):
     pass
 
 
-_RECORDED: list = []
+_CLASS_BODY_RECEIVERS: list = []
 
 
 class _Preparing(type):
@@ -3206,17 +3206,34 @@ class _Preparing(type):
         return _Namespace()
 
 
-def test_documented_fallbacks_of_items_containers_and_namespaces():
-    """README, Known limits: on 3.13+ a receiver read through an item at a key of another
-    type than the stored one, or through a container other than an exact dict, list or
-    tuple, and a name read from a dict subclass namespace, fall back (an explicit
-    ``stream=None`` reads as missing); 3.11 and 3.12 tell the keyword from the call
-    instruction. Pinned so that the list stays true."""
+class _Comparing(type):
+    compared: list = []
+
+    def __eq__(cls, other):
+        _Comparing.compared.append(other)
+        return False
+
+    __hash__ = type.__hash__
+
+
+class _UserKey(metaclass=_Comparing):
+    pass
+
+
+def test_items_at_keys_python_finds_them_at_are_read_exactly():
+    """BUG (3.13+, found by an outside pass): a recorded launch reached through an item at
+    a key of another type than the stored one (`cmds[True]`, `graphs[True]` for a stored
+    1, `graphs[2]` for a stored 2.0) or through an `OrderedDict` or a `defaultdict` fell
+    back, and an explicit ``stream=None`` read as missing. And telling a key's type ran
+    the ``__eq__`` of a metaclass of the user's. A name read from a dict-subclass
+    namespace still falls back (README, Known limits)."""
     cmd = wp.launch(add_one, dim=4, inputs=[wp.zeros(4, dtype=float, device="cpu")],
                     device="cpu", record_cmd=True)  # fmt: skip
-    cmds, graphs = [cmd, cmd], {1: cmd}
+    cmds, graphs, floats = [cmd, cmd], {1: cmd}, {2.0: cmd}
     by_name = collections.defaultdict(lambda: cmd, forward=cmd)
-    key = True
+    ordered = collections.OrderedDict(forward=cmd)
+    user_keyed = {_UserKey(): None, "forward": cmd}
+    key, two, name = True, 2, "forward"
 
     def bool_index():
         cmds[key].launch(stream=None)
@@ -3224,19 +3241,30 @@ def test_documented_fallbacks_of_items_containers_and_namespaces():
     def bool_key():
         graphs[key].launch(stream=None)
 
+    def int_for_a_float():
+        floats[two].launch(stream=None)
+
     def defaultdict_item():
-        by_name["forward"].launch(stream=None)
+        by_name[name].launch(stream=None)
+
+    def ordered_item():
+        ordered[name].launch(stream=None)
+
+    def past_a_key_of_the_users():
+        user_keyed[name].launch(stream=None)
 
     def class_body():  # the receiver a global, looked for in the namespace first
         class Body(metaclass=_Preparing):
-            _RECORDED[0].launch(stream=None)
+            _CLASS_BODY_RECEIVERS[0].launch(stream=None)
 
-    _RECORDED[:] = [cmd]
-
-    falls_back = sys.version_info >= (3, 13)
-    for shape in (bool_index, bool_key, defaultdict_item, class_body):
+    _CLASS_BODY_RECEIVERS[:] = [cmd]
+    shapes = (bool_index, bool_key, int_for_a_float, defaultdict_item, ordered_item,
+              past_a_key_of_the_users, class_body)  # fmt: skip
+    for shape in shapes:
         with stream_explicit(strict=False) as guard:
             for _ in range(3):
                 shape()
         assert guard.calls == 3
+        falls_back = shape is class_body and sys.version_info >= (3, 13)
         assert len(guard.violations) == (3 if falls_back else 0), shape.__name__
+    assert _Comparing.compared == []

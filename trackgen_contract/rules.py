@@ -21,7 +21,7 @@ from types import FrameType
 from typing import NamedTuple
 
 from . import sanction
-from .callsite.readback import Unresolved, attribute
+from .callsite.readback import Unresolved, attribute, is_one_of
 from .registry import (
     ALLOC,
     ALLOCATOR,
@@ -297,7 +297,7 @@ def _records_only(call: WarpCall) -> bool:
     if call.op != LAUNCH or not _passed(call, "record_cmd"):
         return False
     value = _bound_value(call, "record_cmd")
-    return type(value) in (bool, int) and bool(value)
+    return is_one_of(type(value), (bool, int)) and bool(value)
 
 
 @cache
@@ -340,7 +340,7 @@ def _allocates(call: WarpCall) -> bool:
     if op == ALLOC:
         shape = call.args.get("shape")
         dims = (shape,) if type(shape) is int else shape
-        if type(dims) in (tuple, list) and all(type(d) is int for d in dims):  # type: ignore[union-attr]
+        if is_one_of(type(dims), (tuple, list)) and all(type(d) is int for d in dims):  # type: ignore[union-attr]
             return all(d != 0 for d in dims)  # type: ignore[union-attr]
         return True
     if op == ALLOCATOR:

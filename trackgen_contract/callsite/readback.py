@@ -11,6 +11,7 @@ tested with ``type(x) is``, never ``isinstance`` (which may read ``__class__``).
 
 from __future__ import annotations
 
+import collections
 import dis
 import sys
 import types
@@ -25,6 +26,10 @@ T = TypeVar("T")
 _MISSING = object()
 # Key types whose hash and equality run no user code.
 _PLAIN_KEYS = (str, int, bool, float, bytes, type(None))
+_NUMBERS = (int, bool, float)
+_NUMBER = object()  # their kind (see `_key_kind`)
+# Dict types whose item lookup is dict's own (no __getitem__ of theirs).
+_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 DICT_SCAN_LIMIT = 256  # a dict is searched key by key (see `_dict_item`)
 
 
@@ -54,6 +59,19 @@ _type_qualname = type.__dict__["__qualname__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 
 
+def is_one_of(kind: type, kinds: tuple[type, ...]) -> bool:
+    """Whether `kind` is one of `kinds`, by identity: ``kind in kinds`` compares with
+    ``==``, which the metaclass of a class of the user's may define."""
+    return any(kind is k for k in kinds)
+
+
+def _key_kind(key: object) -> object:
+    # Numbers compare equal across their types, with equal hashes (`d[True]` finds a
+    # stored 1, as Python's lookup does): one kind for them all.
+    kind = type(key)
+    return _NUMBER if is_one_of(kind, _NUMBERS) else kind
+
+
 class Unresolved(Exception):
     """A value cannot be read back without running code (or is gone)."""
 
@@ -79,7 +97,7 @@ def _instance_dict(obj: object) -> dict | None:
     subclass: attribute lookup reads it as a plain dict (``dict.get``), and so do we."""
     descriptor = class_lookup(type(obj), "__dict__")
     # CPython's own: a getset for classes defined in Python, a member for modules.
-    if type(descriptor) in (types.GetSetDescriptorType, types.MemberDescriptorType):
+    if is_one_of(type(descriptor), (types.GetSetDescriptorType, types.MemberDescriptorType)):
         namespace = descriptor.__get__(obj, type(obj))
         return namespace if issubclass(type(namespace), dict) else None
     return None
@@ -162,19 +180,20 @@ def _plain_key(key: object) -> bool:
     kind = type(key)
     if kind is tuple:
         return all(_plain_key(k) for k in key)  # type: ignore[union-attr]
-    return kind in _PLAIN_KEYS
+    return is_one_of(kind, _PLAIN_KEYS)
 
 
 def _dict_item(mapping: dict, key: object) -> object:
     # `mapping[key]` would compare with stored keys of equal hash through *their*
-    # __eq__, which may be the user's: look for the key among keys of its own type.
+    # __eq__, which may be the user's: look for the key among keys of its own kind.
     if len(mapping) > DICT_SCAN_LIMIT:
         raise Unresolved("a large dict")
-    kind = type(key)
+    kind = _key_kind(key)
     try:
         for stored, value in dict.items(mapping):
             # The stored key must be plain too: a tuple's == compares its items.
-            if stored is key or (type(stored) is kind and _plain_key(stored) and stored == key):
+            same = _key_kind(stored) is kind and _plain_key(stored) and stored == key
+            if stored is key or same:
                 return value
     except RuntimeError:  # changed size during iteration: another thread wrote to it
         raise Unresolved("a dict being changed") from None
@@ -182,13 +201,16 @@ def _dict_item(mapping: dict, key: object) -> object:
 
 
 def item(container: object, key: object) -> object:
-    """``container[key]`` for an exact dict, list or tuple and a plain key."""
+    """``container[key]`` for an exact dict, list or tuple (or an `OrderedDict` or a
+    `defaultdict`, whose items are a dict's, read as stored) and a plain key."""
     kind = type(container)
     if not _plain_key(key):
         raise Unresolved("a key of the user's type")
-    if kind is dict:
+    if is_one_of(kind, _DICTS):
+        # A defaultdict makes a missing item (its __missing__ may be the user's): only a
+        # stored one is read, and a missing one is Unresolved.
         return _dict_item(container, key)  # type: ignore[arg-type]
-    if kind in (list, tuple) and type(key) is int:
+    if (kind is list or kind is tuple) and is_one_of(type(key), (int, bool)):  # cmds[True]
         try:
             return container[key]  # type: ignore[index]
         except IndexError:
@@ -282,7 +304,7 @@ def sequence_length(value: object, frame: FrameType) -> int:
     if type(value) is OneOf:
         return agreed(sequence_length, value, frame)
     obj = resolve(value, frame)
-    if type(obj) not in (tuple, list):
+    if not is_one_of(type(obj), (tuple, list)):
         raise Unresolved(f"*args of type {_type_name(type(obj))}")
     return len(obj)  # type: ignore[arg-type]
 
