@@ -3221,7 +3221,7 @@ class _UserKey(metaclass=_Comparing):
 
 
 def test_items_at_keys_python_finds_them_at_are_read_exactly():
-    """BUG (3.13+, found by an outside pass): a recorded launch reached through an item at
+    """BUG (3.13+): a recorded launch reached through an item at
     a key of another type than the stored one (`cmds[True]`, `graphs[True]` for a stored
     1, `graphs[2]` for a stored 2.0) or through an `OrderedDict` or a `defaultdict` fell
     back, and an explicit ``stream=None`` read as missing. And telling a key's type ran
