@@ -177,6 +177,49 @@ def test_malformed_allow_is_a_clear_error(allow, error, match):
         hot_path_guard(allow=allow)
 
 
+class _Noisy(str):
+    """A str subclass whose own methods record that they ran (and would raise)."""
+
+    ran: list = []
+
+    def __eq__(self, other):
+        _Noisy.ran.append("__eq__")
+        return str.__eq__(self, other)
+
+    def __add__(self, other):
+        _Noisy.ran.append("__add__")
+        return str.__add__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_str_subclasses_given_as_names_run_none_of_their_code_while_calls_are_judged(arr):
+    """BUG: `allow=` keys and `modules=` names of a str subclass were kept as given, and
+    their __eq__ and __add__ ran at every call judged; a ``**`` key of one, as Warp's
+    launch_tiled passes it on to launch, had its __eq__ run reading the bound stream.
+    (Python and Warp run that key's __eq__ themselves, as many times unguarded.)"""
+    allow = [(_Noisy("wp.array.numpy"), _Noisy("acme.gen"), _Noisy("read_back"))]
+    options = {_Noisy("stream"): None}
+
+    def calls():
+        gen.read_back(arr)
+        gen.launch_without_stream(arr)
+        wp.launch_tiled(gen.add_one, dim=[4], inputs=[arr], device="cpu", block_dim=1, **options)
+
+    calls()
+    _Noisy.ran = []
+    calls()
+    unguarded, _Noisy.ran = _Noisy.ran, []
+    with hot_path_guard(strict=False, allow=allow, modules=(_Noisy("acme"), "test_guard")) as guard:
+        calls()
+    assert _Noisy.ran == unguarded
+    assert guard.allowed == [("wp.array.numpy", "acme.gen", "read_back")]
+    assert [v.api for v in guard.violations] == [
+        "wp.launch without stream=",
+        "wp.launch_tiled without stream=",
+    ]
+
+
 # --- other arguments -----------------------------------------------------------------------
 
 

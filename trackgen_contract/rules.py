@@ -198,10 +198,17 @@ def _modules(modules: object) -> tuple[str, ...] | None:
             "modules is empty, so the stream rules would check nothing; "
             "pass None (the default) to check every caller outside Warp"
         )
+    names = _exact_strings(names)
     for name in names:
-        if not isinstance(name, str) or not is_module_name(name):
+        if type(name) is not str or not is_module_name(name):
             raise wrong
     return names
+
+
+def _exact_strings(parts: tuple) -> tuple:
+    # A str subclass's own __eq__, __hash__ or __add__ would run at every call judged:
+    # its plain text is kept (str.__str__ copies it without running the subclass's code).
+    return tuple(str.__str__(p) if issubclass(type(p), str) else p for p in parts)
 
 
 def is_module_name(name: str) -> bool:
@@ -232,6 +239,7 @@ def _allow(allow: object) -> frozenset[Key]:
             and all(isinstance(p, str) and p for p in key)
         ):
             raise TypeError(f"{wrong}; got the malformed key {key!r}")
+        key = _exact_strings(tuple(key))
         api = key[0].removesuffix("()")
         if api not in _HOST_SYNC_APIS:
             raise ValueError(
@@ -270,14 +278,29 @@ def _bound_value(call: WarpCall, name: str) -> object:
     extra = code.co_varnames[code.co_argcount + code.co_kwonlyargcount :]
     for star in extra[: bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)]:
         value = args.get(star)
-        if isinstance(value, dict) and name in value:
-            return value[name]
+        if type(value) is dict:  # the callee's **kwargs
+            found = _keyword(value, name)
+            if found is not _ABSENT:
+                return found
         positional = call.entry.watch.positional
-        if isinstance(value, tuple) and name in positional:
+        if type(value) is tuple and name in positional:
             index = positional.index(name)
             if index < len(value):
                 return value[index]
     return None
+
+
+_ABSENT = object()
+
+
+def _keyword(kwargs: dict, name: str) -> object:
+    """``kwargs[name]`` as Python bound it: a key that is a str subclass (from a caller's
+    ``**{S("stream"): s}``) compared as text, as Python's binding compares keywords, not
+    through the subclass's own __eq__; `_ABSENT` where there is none."""
+    for key, value in dict.items(kwargs):
+        if issubclass(type(key), str) and str.__eq__(key, name):
+            return value
+    return _ABSENT
 
 
 def _passed(call: WarpCall, name: str) -> bool:
