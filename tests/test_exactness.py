@@ -3227,8 +3227,8 @@ def test_items_at_keys_python_finds_them_at_are_read_exactly():
     back, and an explicit ``stream=None`` read as missing. And telling a key's type ran
     the ``__eq__`` of a metaclass of the user's. A name read from a dict-subclass
     namespace still falls back (README, Known limits)."""
-    cmd = wp.launch(add_one, dim=4, inputs=[wp.zeros(4, dtype=float, device="cpu")],
-                    device="cpu", record_cmd=True)  # fmt: skip
+    array = wp.zeros(4, dtype=float, device="cpu")  # kept: older Warp's Launch holds no reference
+    cmd = wp.launch(add_one, dim=4, inputs=[array], device="cpu", record_cmd=True)
     cmds, graphs, floats = [cmd, cmd], {1: cmd}, {2.0: cmd}
     by_name = collections.defaultdict(lambda: cmd, forward=cmd)
     ordered = collections.OrderedDict(forward=cmd)

@@ -100,10 +100,10 @@ def _cuda_device(device: object):
 
 def _is_the_cpu(wp, device: object) -> bool:
     # Told before CUDA's absence: asking for the CPU is the mistake, on any machine.
-    # (Exact types only: no code of the caller's runs to tell.)
+    # (An exact str, or Warp's one CPU device object: no code of the caller's runs.)
     if type(device) is str:
         return device == "cpu"
-    return type(device) is wp.Device and device.is_cpu is True
+    return device is wp.get_device("cpu")
 
 
 def check_capturable(
