@@ -24,9 +24,11 @@ from .values import Const, Method, OneOf, Ref, options
 
 T = TypeVar("T")
 _MISSING = object()
-# Key types whose hash and equality run no user code.
-_PLAIN_KEYS = (str, int, bool, float, bytes, type(None))
-_NUMBERS = (int, bool, float)
+# Key types whose hash and equality run no user code, held by id(): asked of every key a
+# dict scan meets, where a set lookup by id runs none of the user's code (see
+# `is_one_of`) and makes no generator.
+_PLAIN_KEYS = frozenset(map(id, (str, int, bool, float, bytes, type(None))))
+_NUMBERS = frozenset(map(id, (int, bool, float)))
 _NUMBER = object()  # their kind (see `_key_kind`)
 # Dict types whose item lookup is dict's own (no __getitem__ of theirs).
 _DICTS = (dict, collections.OrderedDict, collections.defaultdict)
@@ -69,7 +71,7 @@ def _key_kind(key: object) -> object:
     # Numbers compare equal across their types, with equal hashes (`d[True]` finds a
     # stored 1, as Python's lookup does): one kind for them all.
     kind = type(key)
-    return _NUMBER if is_one_of(kind, _NUMBERS) else kind
+    return _NUMBER if id(kind) in _NUMBERS else kind
 
 
 class Unresolved(Exception):
@@ -180,7 +182,7 @@ def _plain_key(key: object) -> bool:
     kind = type(key)
     if kind is tuple:
         return all(_plain_key(k) for k in key)  # type: ignore[union-attr]
-    return is_one_of(kind, _PLAIN_KEYS)
+    return id(kind) in _PLAIN_KEYS
 
 
 def _dict_item(mapping: dict, key: object) -> object:
@@ -192,8 +194,9 @@ def _dict_item(mapping: dict, key: object) -> object:
     try:
         for stored, value in dict.items(mapping):
             # The stored key must be plain too: a tuple's == compares its items.
-            same = _key_kind(stored) is kind and _plain_key(stored) and stored == key
-            if stored is key or same:
+            if stored is key:
+                return value
+            if _key_kind(stored) is kind and _plain_key(stored) and stored == key:
                 return value
     except RuntimeError:  # changed size during iteration: another thread wrote to it
         raise Unresolved("a dict being changed") from None
