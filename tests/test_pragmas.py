@@ -21,7 +21,7 @@ from test_cli import BREACHES, PRELUDE, program, trace
 
 from trackgen_contract import HotPathViolation, hot_path_guard
 from trackgen_contract.guard import format_report
-from trackgen_contract.pragmas import Pragma, PragmaAllowed, PragmaError, _comment, parse
+from trackgen_contract.pragmas import Pragma, PragmaAllowed, PragmaError, _comments, parse, scan
 
 pytest_plugins = ["pytester"]
 
@@ -69,8 +69,54 @@ def test_parse():
     for unreadable in ("", "   ", "allow", "allow stream,", "allow ,stream"):
         with pytest.raises(PragmaError, match=r"f.py:4: cannot read the pragma"):
             parse(f"# trackgen_contract:{unreadable}", "f.py", 4)
-    assert _comment('x = "# trackgen_contract: allow stream"') is None  # inside a string
-    assert _comment("x = f('#', y)  # here") == "# here"
+    assert _comments(['x = "# trackgen_contract: allow stream"\n']) == {}  # inside a string
+    assert _comments(["x = f('#', y)  # here\n"]) == {1: "# here"}
+
+
+# A comment after strings that a line alone does not show the ends of: a string spread
+# over lines (closed on the pragma's line, or opened there), one with an escaped quote,
+# an f-string holding a quote of the other kind.
+SPREAD = '''\
+import warp as wp
+
+def closing(a):
+    label = """tracks:
+""" + str(a.numpy())  # trackgen_contract: allow host_sync
+    return label
+
+def opening(a):
+    return a.numpy(), """  # trackgen_contract: allow host_sync
+"""
+
+def escaped(a):
+    return a.numpy(), "\\" # "  # trackgen_contract: allow host_sync
+
+def nested(a):
+    return a.numpy(), f"{'#'}"  # trackgen_contract: allow host_sync
+'''
+
+
+def test_a_pragma_is_found_as_python_reads_the_comments(tmp_path, arr):
+    mod = module(tmp_path, SPREAD, name="spread_mod")
+    with hot_path_guard() as guard:  # strict: a breach not accepted raises
+        mod.closing(arr)
+        mod.escaped(arr)
+        mod.nested(arr)
+    assert [key.pragma.lineno for key in guard.allowed] == [5, 13, 16]
+    with pytest.raises(HotPathViolation, match="host sync on a hot path"):
+        with hot_path_guard():
+            mod.opening(arr)  # the '#' there is inside a string: no pragma
+    found, errors = scan([str(tmp_path / "spread_mod.py")])
+    assert [p.lineno for p in found] == [5, 13, 16] and errors == []
+
+
+def test_the_pragma_scan_reads_a_file_in_its_declared_encoding(tmp_path):
+    path = tmp_path / "latin.py"
+    path.write_bytes(
+        b"# -*- coding: latin-1 -*-\nname = 'caf\xe9'\nx = 1  # trackgen_contract: allow hostsync\n"
+    )
+    found, [error] = scan([str(path)])
+    assert found == [] and "latin.py:3: unknown category 'hostsync'" in str(error)
 
 
 def test_guard_lists_a_pragma_accepted_breach_as_allowed(tmp_path, arr):

@@ -9,12 +9,11 @@ the guard, the pytest marker and the command line. An accepted breach is not dro
 listed as allowed, with the pragma's line. A pragma naming an unknown category is an error
 that names its file and line.
 
-The source is read only when a breach is found, once per line: a clean run never reads it.
+A file's source is read only when a breach is found there, once: a clean run never reads it.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import tokenize
@@ -22,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .rules import CATEGORIES, Violation
-from .sites import Site, line_of
+from .sites import Site, lines_of
 
 __all__ = ["Pragma", "PragmaAllowed", "PragmaError", "accepting", "at", "scan"]
 
@@ -105,26 +104,22 @@ def _location(filename: str, lineno: int) -> str:
     return Site("", "", filename, lineno).location
 
 
-def _comment(line: str) -> str | None:
-    """The comment that ends a line of code (``#`` included), outside string literals."""
-    quote = None
-    i = 0
-    while i < len(line):
-        char = line[i]
-        if quote is not None:
-            if char == "\\":
-                i += 1
-            elif line.startswith(quote, i):
-                i += len(quote) - 1
-                quote = None
-        elif char == "#":
-            return line[i:]
-        elif char in "'\"":
-            quote = line[i : i + 3] if line.startswith(char * 3, i) else char
-            i += len(quote) - 1
-        i += 1
-    return None
+def _comments(lines: list[str]) -> dict[int, str]:
+    """The comments of a source (``#`` included), by line: Python's tokenizer tells a
+    comment from a ``#`` in a string, one spread over lines included. A source that stops
+    tokenizing (changed since it ran, say) has those found up to there."""
+    found: dict[int, str] = {}
+    try:
+        for token in tokenize.generate_tokens(iter(lines).__next__):
+            if token.type == tokenize.COMMENT:
+                found[token.start[0]] = token.string
+    except (StopIteration, SyntaxError, tokenize.TokenError):
+        pass
+    return found
 
+
+# filename -> its comments by line, read at the first breach in the file.
+_files: dict[str, dict[int, str]] = {}
 
 # (filename, lineno) -> the pragma there, None, or why it cannot be read. One entry per
 # breaching line, read on the first breach there. The message, not the exception: one
@@ -137,7 +132,9 @@ def at(filename: str, lineno: int) -> Pragma | None:
     """The pragma on a line of source (read once per line); `PragmaError` if unreadable."""
     key = (filename, lineno)
     if key not in _lines:
-        comment = _comment(line_of(filename, lineno))
+        if filename not in _files:
+            _files[filename] = _comments(lines_of(filename))
+        comment = _files[filename].get(lineno)
         try:
             _lines[key] = None if comment is None else parse(comment, filename, lineno)
         except PragmaError as exc:
@@ -163,22 +160,20 @@ def accepting(violation: Violation) -> PragmaAllowed | None:
 def scan(filenames: Iterable[str]) -> tuple[list[Pragma], list[PragmaError]]:
     """Every pragma in these source files, and the errors of those that cannot be read.
 
-    A file that cannot be read or tokenized is passed over: it cannot hold a pragma that
-    accepted anything either.
+    A file is read in the encoding its coding comment names, as Python reads it; one that
+    cannot be read is passed over: it cannot hold a pragma that accepted anything either.
     """
     found: list[Pragma] = []
     errors: list[PragmaError] = []
     for filename in sorted(set(filenames)):
         try:
-            with open(filename, encoding="utf-8") as source:
-                tokens = list(tokenize.generate_tokens(io.StringIO(source.read()).readline))
-        except (OSError, UnicodeDecodeError, SyntaxError, tokenize.TokenError):
+            with tokenize.open(filename) as source:
+                lines = source.readlines()
+        except (OSError, SyntaxError, UnicodeError):
             continue
-        for token in tokens:
-            if token.type != tokenize.COMMENT:
-                continue
+        for lineno, comment in _comments(lines).items():
             try:
-                pragma = parse(token.string, filename, token.start[0])
+                pragma = parse(comment, filename, lineno)
             except PragmaError as exc:
                 errors.append(exc)
                 continue

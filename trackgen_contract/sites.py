@@ -221,9 +221,15 @@ def line_of(filename: str, lineno: int) -> str:
     a stack summary made without its lines) calls the module loader's ``get_source``, and
     from 3.14 a file that is not on disk is asked of the path finders of its directories,
     any of which may be the user's. A zip archive is read by CPython's own importer only."""
-    entry = linecache.cache.get(filename)
-    lines = entry[2] if entry is not None and len(entry) != 1 else _read_lines(filename)
+    lines = lines_of(filename)
     return lines[lineno - 1] if 1 <= lineno <= len(lines) else ""
+
+
+def lines_of(filename: str) -> list[str]:
+    """The lines of source file `filename`, read as `line_of` reads one (``[]`` where it
+    cannot be read)."""
+    entry = linecache.cache.get(filename)
+    return entry[2] if entry is not None and len(entry) != 1 else _read_lines(filename)
 
 
 # What reading a source can raise (a zip archive cut short or not deflated: zlib.error,
