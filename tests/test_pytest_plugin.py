@@ -316,6 +316,57 @@ def test_nested(buffers):
     assert "raised in repr()" not in text  # no argument dumps (pytest cannot repr a wp.array)
 
 
+def test_a_breach_outside_the_test_function_shows_the_users_frames(run):
+    # A unittest setUp and a fixture the test asks for run in the call phase, called by
+    # the runner's frames, not the test function's.
+    result = run("""
+import unittest
+
+@pytest.mark.hot_path
+class TestCase(unittest.TestCase):
+    def setUp(self):
+        self.buffer = wp.zeros(4, device="cpu")  # the setUp line
+
+    def test_it(self):
+        pass
+
+@pytest.fixture
+def late():
+    return wp.zeros(4, device="cpu")  # the fixture line
+
+@pytest.mark.hot_path
+def test_asks(request):
+    request.getfixturevalue("late")
+""")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "All traceback entries are hidden" not in text
+    result.stdout.fnmatch_lines(
+        [
+            '>*self.buffer = wp.zeros(4, device="cpu")  # the setUp line',
+            "E*HotPathViolation: allocation on a hot path*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            '>*request.getfixturevalue("late")',
+            '>*return wp.zeros(4, device="cpu")  # the fixture line',
+        ]
+    )
+    assert "_pytest/" not in text and "pluggy/" not in text and "unittest/case.py" not in text
+
+
+def test_one_shot_iterables_in_a_marker_are_read_once(run):
+    result = run("""
+KEYS = [("wp.array.numpy", "acme.gen", "read_back")]
+
+@pytest.mark.hot_path(allow=map(tuple, KEYS), modules=(m for m in ["acme"]))
+def test_allowed(buffers):
+    gen.read_back(buffers)
+""")
+    result.assert_outcomes(passed=1)
+
+
 def test_a_breach_found_on_exit_shows_the_report_only(run):
     result = run("""
 @pytest.mark.hot_path(strict=False)

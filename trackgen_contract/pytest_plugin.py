@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from types import FrameType
 
 import pytest
 
@@ -32,7 +34,7 @@ from . import __version__, pragmas
 from . import baseline as baselines
 from . import sarif as sarifs
 from .guard import HotPathGuard, HotPathViolation, format_report, hot_path_guard
-from .project import OutputError, check_writable, portable_path, project_files
+from .project import OutputError, check_writable, claim, portable_path, project_files
 from .recording import Row, rows
 from .rules import Key, Violation
 from .sites import Site, is_internal
@@ -101,6 +103,7 @@ class _Session:
 
 
 _STATE = pytest.StashKey[_Session]()
+_GUARD = pytest.StashKey["HotPathGuard | None"]()  # made at the test's setup
 _RESULT = pytest.StashKey[dict]()
 
 
@@ -116,10 +119,12 @@ def pytest_configure(config: pytest.Config) -> None:
             "with the baseline, or rewrite it"
         )
     try:
+        taken = {os.path.realpath(read): "--hot-path-baseline"} if read else {}
         for option, path in (("--hot-path-sarif", config.getoption("hot_path_sarif", None)),
                              ("--hot-path-write-baseline", write)):  # fmt: skip
             if path:
                 check_writable(path, option)
+                claim(taken, path, option)
         if read:
             state.baseline = baselines.load(read, "--hot-path-write-baseline")
     except (OutputError, baselines.BaselineError) as exc:
@@ -165,11 +170,13 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A marker with bad options is the test's setup error, reported before its fixtures
-    are set up and its body runs: it is not the code under test that failed. After the
-    skip and xfail marks (theirs run first): a test that does not run is not checked."""
+    """The test's guard, made from its marker before its fixtures are set up (its options
+    read once: an iterator among them is used up). A marker with bad options is the
+    test's setup error, reported before its body runs: it is not the code under test that
+    failed. After the skip and xfail marks (theirs run first): a test that does not run is
+    not checked."""
     try:
-        _guard_for(item)
+        item.stash[_GUARD] = _guard_for(item, run_through=item.config.stash[_STATE].collecting)
     except pytest.UsageError as error:
         message = str(error)
     else:
@@ -186,9 +193,10 @@ def _unittest_skips(item: pytest.Item) -> bool:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     state = item.config.stash[_STATE]
-    guard = _guard_for(item, run_through=state.collecting)
+    guard = item.stash.get(_GUARD, None)
     if guard is None:
         return (yield)
+    del item.stash[_GUARD]  # not held past its test
     state.keep_armed()
     # An unreadable pragma's error, raised on exit, shows no frame of ours (nor the
     # guard's): the message names the comment's file and line. It stays a PragmaError (an
@@ -333,19 +341,28 @@ def _trim(item: pytest.Item, report: pytest.TestReport, excinfo: pytest.Exceptio
     )
 
 
+# The test runners' own modules: their frames call the user's (a test, its setUp, a
+# fixture asked for in the test), they are not the user's.
+_RUNNERS = ("_pytest", "pytest", "pluggy", "unittest")
+
+
 def _user_entries(item: pytest.Item, excinfo: pytest.ExceptionInfo, style: str) -> object:
-    """The traceback from the test function on, less Warp's frames and this package's
-    (pytest's `Traceback`); empty when the breach was raised after the test returned."""
-    traceback = excinfo.traceback
-    function = getattr(item, "function", None)
-    code = getattr(function, "__code__", None)
-    start = next((i for i, entry in enumerate(traceback) if entry.frame.code.raw is code), None)
-    if start is None:  # raised after the test returned: the message names every site
-        return traceback.__class__([])
-    kept = [e for e in traceback[start:] if not is_internal(e.frame.raw)]
+    """The traceback's frames of the user's (pytest's `Traceback`): not those of Warp, this
+    package or a test runner; none when the breach was raised after the test returned (the
+    message names every site)."""
+    kept = [
+        entry
+        for entry in excinfo.traceback
+        if not is_internal(entry.frame.raw) and not _is_runners(entry.frame.raw)
+    ]
     if style == "auto" and len(kept) > 2:
         kept = [kept[0], *(e.with_repr_style("short") for e in kept[1:-1]), kept[-1]]
-    return traceback.__class__(kept)
+    return excinfo.traceback.__class__(kept)
+
+
+def _is_runners(frame: FrameType) -> bool:
+    name = dict.get(frame.f_globals, "__name__")
+    return type(name) is str and name.partition(".")[0] in _RUNNERS
 
 
 # --- the session's end -----------------------------------------------------------------------
