@@ -947,8 +947,11 @@ def test_checks_and_modules_options(tmp_path):
         # one file for two reports, the baseline read or the program: one would be lost
         (["--json", "r", "--sarif", "r", "PROG"], "--sarif r: that file is --json's"),
         (["--sarif", "r", "--write-baseline", "./r", "PROG"], "./r: that file is --sarif's"),
-        (["--json", "PROG", "PROG"], "that file is the program's"),
-        (["--write-baseline", "PROG", "PROG"], "that file is the program's"),
+        (["--json", "SCRIPT", "SCRIPT"], "that file is the program's"),
+        (["--write-baseline", "SCRIPT", "SCRIPT"], "that file is the program's"),
+        # nor any Python source: the program's, or a module it imports
+        (["--json", "PROG", "PROG"], "is a Python source file, which the report would replace"),
+        (["--sarif", "HELPER", "PROG"], "helper.py: is a Python source file"),
         (["--baseline", "BASE", "--json", "BASE", "PROG"], "that file is --baseline's"),
         # a file's name is not its module's: looked up as a package, it would run first
         (["--hot", "acme/gen:f", "PROG"], "'acme/gen' is not a module name"),
@@ -976,6 +979,11 @@ def test_usage_errors(tmp_path, args, message):
     if "FIFO" in args:
         os.mkfifo(tmp_path / "fifo")
         names["FIFO"] = str(tmp_path / "fifo")
+    if "SCRIPT" in args:  # a program with no .py suffix
+        names["SCRIPT"] = str(program(tmp_path, PRELUDE, "script"))
+    if "HELPER" in args:
+        (tmp_path / "HELPER").mkdir()
+        names["HELPER"] = str(program(tmp_path / "HELPER", "", "helper.py"))
     if "ZIP" in args:
         with zipfile.ZipFile(tmp_path / "prog.zip", "w") as archive:
             archive.writestr("__main__.py", "print('main')\n")

@@ -128,6 +128,20 @@ def test_clean(a):
     result = pytester.runpytest("-p", "no:cacheprovider", "--hot-path-sarif", "out/r.sarif")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # before any test runs
     result.stderr.fnmatch_lines(["*--hot-path-sarif out/r.sarif: no such directory*"])
+    # A report never replaces a file it does not own: another option's, or a source.
+    (pytester.path / "base.json").write_text("{}")
+    for options, message in [
+        (["--hot-path-baseline", "base.json"], "that file is --hot-path-baseline's"),
+        (["--hot-path-write-baseline", "./base.json"], "that file is --hot-path-sarif's"),
+        (["--hot-path-sarif", "test_hot.py", "test_hot.py"], "is a Python source file"),
+    ]:
+        if options[0] != "--hot-path-sarif":
+            options = ["--hot-path-sarif", "base.json", *options]
+        result = pytester.runpytest("-p", "no:cacheprovider", *options)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, options
+        result.stderr.fnmatch_lines([f"*{message}*"])
+        assert (pytester.path / "base.json").read_text() == "{}"
+    assert "def test_two" in (pytester.path / "test_hot.py").read_text()
     result = pytester.runpytest("-p", "no:cacheprovider", "--hot-path-sarif", "r.sarif")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*wrote SARIF for 3 marked tests to r.sarif*"])

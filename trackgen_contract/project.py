@@ -9,6 +9,7 @@ directory itself.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import sys
 import tempfile
@@ -74,7 +75,9 @@ def _longest_base(real: str, entries: Iterable[str]) -> str | None:
 
 
 def check_writable(path: str, option: str) -> None:
-    """Fail now, before the program runs, when `path` cannot be written later.
+    """Fail now, before the program runs, when `path` cannot be written later, or is a
+    Python source file (a module the program imports, a test module: never a report's,
+    which would replace it).
 
     Probes the directory with a temporary file: the only test that holds for every user,
     root included, and every file system, read-only mounts included.
@@ -83,6 +86,10 @@ def check_writable(path: str, option: str) -> None:
     directory = os.path.dirname(target)
     if os.path.isdir(target) and not os.path.islink(target):
         raise OutputError(f"{option} {path}: is a directory")
+    if os.path.isfile(target) and os.path.splitext(target)[1] in _SOURCES:
+        raise OutputError(
+            f"{option} {path}: is a Python source file, which the report would replace"
+        )
     if os.path.exists(target) and not os.path.isfile(target):
         # A device, a pipe, or a link to one (/dev/null, /dev/stdout): the report replaces
         # the file it writes, which would put a plain file there (as root, the system's).
@@ -95,6 +102,17 @@ def check_writable(path: str, option: str) -> None:
         raise OutputError(f"{option} {path}: cannot write there ({exc.strerror})") from None
     os.close(handle)
     os.unlink(probe)
+
+
+_SOURCES = (*importlib.machinery.SOURCE_SUFFIXES, ".pyw", ".pyi")
+
+
+def claim(taken: dict[str, str], path: str, option: str) -> None:
+    """Take `path` for `option`'s file among those `taken` (real path -> whose: another
+    report's, a baseline read, the program), or fail naming whose it is."""
+    other = taken.setdefault(os.path.realpath(path), option)
+    if other != option:
+        raise OutputError(f"{option} {path}: that file is {other}'s; give each its own file")
 
 
 def write_atomic(path: str, text: str) -> None:

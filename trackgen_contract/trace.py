@@ -32,6 +32,7 @@ from . import sarif as sarifs
 from .project import (
     OutputError,
     check_writable,
+    claim,
     portable_path,
     project_files,
     project_root,
@@ -336,9 +337,7 @@ def _outputs(options: argparse.Namespace, program: Program) -> dict[str, str]:
             continue
         flag = "--" + option.replace("_", "-")
         check_writable(path, flag)
-        other = taken.setdefault(os.path.realpath(path), flag)
-        if other != flag:
-            raise UsageError(f"{flag} {path}: that file is {other}'s; give each its own file")
+        claim(taken, path, flag)
         outputs[option] = os.path.abspath(path)  # the program may change directory
     return outputs
 
