@@ -356,6 +356,24 @@ def test_asks(request):
     assert "_pytest/" not in text and "pluggy/" not in text and "unittest/case.py" not in text
 
 
+def test_a_test_that_fails_on_its_own_shows_the_breaches_collected_before(run):
+    result = run("""
+@pytest.mark.hot_path(strict=False)
+def test_fails(buffers):
+    gen.read_back(buffers)
+    assert False, "the test's own failure"
+""")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: the test's own failure*",
+            "*Captured hot-path breaches call*",
+            "host sync (1)*",
+            "*return a.numpy()*",
+        ]
+    )
+
+
 def test_one_shot_iterables_in_a_marker_are_read_once(run):
     result = run("""
 KEYS = [("wp.array.numpy", "acme.gen", "read_back")]

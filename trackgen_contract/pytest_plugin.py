@@ -205,6 +205,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     try:
         with guard:  # a strict guard raises at the breach, or on exit
             result = yield
+    except BaseException as exc:
+        if guard.violations and not isinstance(exc, HotPathViolation):
+            # The test failed on its own, after breaches a non-strict guard collected:
+            # its report shows them beside its failure.
+            text = format_report(guard.violations, with_source=True, allowed=guard.allowed)
+            item.add_report_section("call", "hot-path breaches", text)
+        raise
     finally:
         item.stash[_RESULT] = _result(item, guard)
     _fail_on(item, guard)
