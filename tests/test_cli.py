@@ -1210,6 +1210,16 @@ def test_a_marked_hot_path_that_never_runs_is_not_a_pass(tmp_path):
     assert "hot path step: no Warp call that the checks look at" in err
 
 
+def test_a_kernel_named_as_a_hot_path_is_told_to_name_its_launcher(tmp_path):
+    source = PRELUDE + (
+        "@wp.kernel\ndef inc(x: wp.array(dtype=float)):\n    x[wp.tid()] += 1.0\n\n"
+        "wp.launch(inc, dim=4, inputs=[a], device='cpu', stream=None)\n"
+    )
+    status, _, err = trace("--hot", "__main__:inc", program(tmp_path, source))
+    assert status == NOTHING_CHECKED, err
+    assert "a @wp.kernel or @wp.func never runs as Python: name the function that launches" in err
+
+
 def _twin_modules(tmp_path):
     """Two modules, each with a @hot_path ``Gen.step``: only ``ran_mod``'s runs."""
     for name in ("ran_mod", "idle_mod"):

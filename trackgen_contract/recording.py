@@ -335,7 +335,8 @@ class Scoped:
                 f"the program never imported {unimported[name]!r}"
                 if name in unimported
                 else "it never ran, or it calls none: see --checks and, for the stream "
-                "rules, --modules"
+                "rules, --modules; a @wp.kernel or @wp.func never runs as Python: name "
+                "the function that launches it"
             )
             + ")"
             for name, keys in self.hot_paths.items()
