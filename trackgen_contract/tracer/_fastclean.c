@@ -5,8 +5,9 @@
  * under tracers that let it pass, and, at a site with none, a repeat of a judged breach
  * that the tracer which judged it answers itself (fastpath.answer_repeat). It makes the
  * very tests the Python callback makes, in the same order, on the same tables, reading
- * the slots of fastpath's objects directly, and counts the call or calls the tracer's
- * answer the same way. Anything else, a failed test, a missing or refused answer, an
+ * the slots of fastpath's objects directly (those on a class, a receiver's or one on its
+ * path, once for each version of the class: see version_tag), and counts the call or
+ * calls the tracer's answer the same way. Anything else, a failed test, a missing or refused answer, an
  * error of its own, goes to the Python callback, which tests again and decides: this
  * file never judges a call, it only spares the interpreter the Python frames of the
  * common ones. A Python callback called from here sees the same frames as one registered
@@ -38,7 +39,7 @@ typedef struct {
 } BindingSlots;
 
 typedef struct {
-    Py_ssize_t cls, instance_dict, mro, changeable;
+    Py_ssize_t cls, instance_dict, mro, changeable, version;
 } InstanceSlots;
 
 typedef struct {
@@ -97,6 +98,7 @@ typedef struct {
     PyTypeObject *counter_type;  /* the class whose `clean_calls` slot count() writes */
     PyObject *counter_descr;     /* its member descriptor */
     Py_ssize_t counter_offset;
+    unsigned int counter_version;  /* its version tag when the descriptor was last found */
     PyObject *s_name, *s_clean_calls, *s_getattribute, *one;
 } CleanFilter;
 
@@ -199,18 +201,14 @@ still_instance(CleanFilter *self, PyObject *instance, PyObject *obj)
            && ((PyTypeObject *)cls)->tp_mro == mro;
 }
 
-/* `obj`'s own __dict__ (a new reference) where it is still the instance `instance`
- * (fastpath._Instance) describes, else NULL (no error of its own set: the callback
- * clears any). */
-static PyObject *
-own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
+/* Whether no class of `instance`'s (fastpath._Instance) that can change has been given a
+ * __getattribute__ since: `obj`'s attributes are still found the generic way. */
+static int
+generic_lookup(CleanFilter *self, PyObject *instance, PyObject *obj)
 {
-    InstanceSlots *i = &self->instance;
-    PyObject *cls = slot(instance, i->cls), *instance_dict = slot(instance, i->instance_dict);
-    PyObject *changeable = slot(instance, i->changeable);
-    if (!instance_dict || !changeable || !PyTuple_CheckExact(changeable)
-        || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type) || !still_instance(self, instance, obj)) {
-        return NULL;
+    PyObject *changeable = slot(instance, self->instance.changeable);
+    if (changeable == NULL || !PyTuple_CheckExact(changeable)) {
+        return 0;
     }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(changeable); k++) {
         PyObject *klass = PyTuple_GET_ITEM(changeable, k);
@@ -218,10 +216,63 @@ own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
         int given = space == NULL ? -1 : PyDict_Contains(space, self->s_getattribute);
         Py_XDECREF(space);
         if (given != 0) {
-            return NULL;
+            return 0;
         }
     }
-    if (!still_instance(self, instance, obj)) {
+    return still_instance(self, instance, obj);
+}
+
+/* `cls`'s version tag, one given to it where it has none yet (0 where CPython has no
+ * more to give it). CPython gives a class a new tag at every change made to it or to a
+ * base through Python (type_setattro, a new __bases__) and at PyType_Modified, which its
+ * C API requires after any other change; its own attribute cache and its specialised
+ * attribute loads read a class's attributes by the tag alone. */
+static unsigned int
+version_tag(PyTypeObject *cls)
+{
+    if (cls->tp_version_tag == 0) {
+        PyUnstable_Type_AssignVersionTag(cls);
+    }
+    return cls->tp_version_tag;
+}
+
+/* Whether the class-level tests of `instance` (fastpath._Instance: its class's namespaces,
+ * MRO and lookup, as a Step or a Receiver tests them) passed last under the tag `tag` its
+ * class has now: the class is unchanged since, and they would pass again. */
+static int
+vouched(CleanFilter *self, PyObject *instance, unsigned int tag)
+{
+    PyObject *seen = slot(instance, self->instance.version);
+    return tag != 0 && seen != NULL && PyLong_CheckExact(seen)
+           && PyLong_AsUnsignedLongMask(seen) == tag;
+}
+
+/* Remember that the class-level tests of `instance` passed under `tag`, read before them,
+ * where its class `cls` still has it (nothing they ran changed the class). */
+static void
+vouch(CleanFilter *self, PyObject *instance, PyTypeObject *cls, unsigned int tag)
+{
+    if (tag == 0 || cls->tp_version_tag != tag) {
+        return;
+    }
+    PyObject *seen = PyLong_FromUnsignedLong(tag);
+    if (seen == NULL) {
+        PyErr_Clear();  /* only the next call's tests are not spared */
+        return;
+    }
+    Py_XSETREF(*(PyObject **)((char *)instance + self->instance.version), seen);
+}
+
+/* `obj`'s own __dict__ (a new reference) through the descriptor `instance`
+ * (fastpath._Instance) holds, where `obj` is still such an instance, else NULL (no
+ * error of its own set: the callback clears any). */
+static PyObject *
+own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
+{
+    PyObject *cls = slot(instance, self->instance.cls);
+    PyObject *instance_dict = slot(instance, self->instance.instance_dict);
+    if (!instance_dict || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type)
+        || !still_instance(self, instance, obj)) {
         return NULL;
     }
     PyObject *own = Py_TYPE(instance_dict)->tp_descr_get(instance_dict, obj, cls);
@@ -344,6 +395,22 @@ item_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *calle
     return item;
 }
 
+/* The class-level tests of a Step on its class's instance `obj`: its instances'
+ * attributes are still found the generic way, behind what its classes held under the
+ * step's name when it was learnt; remembered under `tag` where they pass. */
+static int
+step_class_holds(CleanFilter *self, PyObject *step, PyObject *obj, unsigned int tag)
+{
+    PyTypeObject *cls = (PyTypeObject *)slot(step, self->instance.cls);
+    int holds = generic_lookup(self, step, obj)
+                && same_shadow(cls, slot(step, self->step.name), slot(step, self->step.shadow))
+                && still_instance(self, step, obj);
+    if (holds) {
+        vouch(self, step, cls, tag);
+    }
+    return holds;
+}
+
 /* One step of a receiver's path read off `obj` (a new reference), or NULL where it no
  * longer holds: `obj.<name>` read from its own __dict__ as fastpath.Step.read does, or
  * an item (item_read). */
@@ -361,18 +428,23 @@ step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *calle
     if (!name || !shadow || !PyUnicode_CheckExact(name)) {
         return NULL;
     }
+    if (!still_instance(self, step, obj)) {
+        return NULL;
+    }
+    /* The class the step names (`obj`'s, as still_instance found), which the step holds. */
+    PyTypeObject *cls = (PyTypeObject *)slot(step, self->instance.cls);
+    unsigned int tag = version_tag(cls);
+    if (!vouched(self, step, tag) && !step_class_holds(self, step, obj, tag)) {
+        return NULL;
+    }
     PyObject *own = own_dict(self, step, obj);
     if (own == NULL) {
         return NULL;
     }
-    PyObject *value = NULL;
-    /* The class the step names (own_dict found it `obj`'s), which the step holds. */
-    PyTypeObject *cls = (PyTypeObject *)slot(step, self->instance.cls);
-    if (same_shadow(cls, name, shadow)) {
-        value = Py_XNewRef(PyDict_GetItemWithError(own, name));
-    }
+    PyObject *value = Py_XNewRef(PyDict_GetItemWithError(own, name));
     Py_DECREF(own);
-    if (value != NULL && !still_instance(self, step, obj)) {
+    /* A stored key's __eq__ in that lookup may have changed `obj` or its class. */
+    if (value != NULL && (!still_instance(self, step, obj) || cls->tp_version_tag != tag)) {
         Py_CLEAR(value);
     }
     return value;
@@ -397,6 +469,25 @@ path_read(CleanFilter *self, PyObject *variable, PyObject *from_globals, PyObjec
     return obj;
 }
 
+/* The class-level tests of a Receiver `check` on its class's instance `obj`: the class's
+ * own namespace still binds the attribute to the watched function, and its instances'
+ * attributes are still found the generic way; remembered under `tag` where they pass. */
+static int
+receiver_class_holds(CleanFilter *self, PyObject *check, PyObject *obj, unsigned int tag)
+{
+    PyTypeObject *cls = (PyTypeObject *)slot(check, self->instance.cls);
+    PyObject *namespace = PyType_GetDict(cls);
+    int holds = namespace != NULL
+                && PyDict_GetItemWithError(namespace, slot(check, self->receiver.attribute))
+                       == slot(check, self->receiver.target)
+                && generic_lookup(self, check, obj);
+    Py_XDECREF(namespace);
+    if (holds) {
+        vouch(self, check, cls, tag);
+    }
+    return holds;
+}
+
 /* Whether the receiver the site loads, the caller's local or global, or a path of
  * attributes and items from it, is still an instance of the class that binds the watched method,
  * unshadowed (fastpath.Receiver.__call__, on the same fields). */
@@ -415,21 +506,20 @@ receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObje
         return FULL;
     }
     int result = FULL;
-    PyObject *namespace = NULL, *own = NULL;
-    if (Py_TYPE(obj) != (PyTypeObject *)cls) {
-        goto done;
-    }
-    namespace = PyType_GetDict((PyTypeObject *)cls);
-    if (namespace == NULL || PyDict_GetItemWithError(namespace, attribute) != target) {
+    PyObject *own = NULL;
+    unsigned int tag = version_tag((PyTypeObject *)cls);
+    if (Py_TYPE(obj) != (PyTypeObject *)cls
+        || (!vouched(self, check, tag) && !receiver_class_holds(self, check, obj, tag))) {
         goto done;
     }
     own = own_dict(self, check, obj);
-    if (own != NULL && PyDict_Contains(own, attribute) == 0 && still_instance(self, check, obj)) {
+    /* The lookup may run a stored key's __eq__, which may change `obj` or its class. */
+    if (own != NULL && PyDict_Contains(own, attribute) == 0 && still_instance(self, check, obj)
+        && ((PyTypeObject *)cls)->tp_version_tag == tag) {
         result = ANSWERED;
     }
 done:
     Py_XDECREF(own);
-    Py_XDECREF(namespace);
     Py_DECREF(obj);
     return result;
 }
@@ -709,6 +799,11 @@ counter_slot(CleanFilter *self, PyObject *tracer)
     if (self->counter_type != NULL && type != self->counter_type) {
         return NULL;
     }
+    unsigned int tag = version_tag(type);
+    if (self->counter_type != NULL && tag != 0 && tag == self->counter_version) {
+        /* Unchanged since its descriptor was found there (see version_tag). */
+        return (PyObject **)((char *)tracer + self->counter_offset);
+    }
     PyObject *space = PyType_GetDict(type);
     PyObject *descr = space == NULL ? NULL : PyDict_GetItemWithError(space, self->s_clean_calls);
     int mine;
@@ -730,7 +825,23 @@ counter_slot(CleanFilter *self, PyObject *tracer)
         PyErr_Clear();  /* a lookup of ours that failed: the generic way tells */
         return NULL;
     }
+    self->counter_version = type->tp_version_tag == tag ? tag : 0;
     return (PyObject **)((char *)tracer + self->counter_offset);
+}
+
+/* `calls + 1` (a new reference): an exact int's without the number protocol's dispatch
+ * (no code of anyone's runs for one), anything else's through it. */
+static PyObject *
+plus_one(CleanFilter *self, PyObject *calls)
+{
+    if (PyLong_CheckExact(calls)) {
+        int overflow;
+        long n = PyLong_AsLongAndOverflow(calls, &overflow);
+        if (overflow == 0 && n != -1 && n < LONG_MAX) {
+            return PyLong_FromLong(n + 1);
+        }
+    }
+    return PyNumber_InPlaceAdd(calls, self->one);
 }
 
 /* Count the call for each of `tracers`: `tracer.clean_calls += 1`, as the Python
@@ -744,7 +855,7 @@ count(CleanFilter *self, PyObject *tracers)
         PyObject *tracer = PyTuple_GET_ITEM(tracers, i);
         PyObject **counter = counter_slot(self, tracer);
         if (counter != NULL && *counter != NULL) {
-            PyObject *more = PyNumber_InPlaceAdd(*counter, self->one);
+            PyObject *more = plus_one(self, *counter);
             if (more == NULL) {
                 return FAILED;
             }
@@ -755,7 +866,7 @@ count(CleanFilter *self, PyObject *tracers)
         if (calls == NULL) {
             return FAILED;
         }
-        PyObject *more = PyNumber_InPlaceAdd(calls, self->one);
+        PyObject *more = plus_one(self, calls);
         Py_DECREF(calls);
         if (more == NULL) {
             return FAILED;
@@ -939,6 +1050,7 @@ filter_call(CleanFilter *self, PyObject *const *args, size_t nargsf, PyObject *k
     return PyObject_Vectorcall(self->on_start, args, nargsf, kwnames);
 }
 
+
 static PyObject *
 filter_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1039,11 +1151,12 @@ same_offsets(PyTypeObject *step, PyTypeObject *receiver, InstanceSlots *i)
     if (slot_offset(step, "cls", &other.cls) < 0
         || slot_offset(step, "instance_dict", &other.instance_dict) < 0
         || slot_offset(step, "mro", &other.mro) < 0
-        || slot_offset(step, "changeable", &other.changeable) < 0) {
+        || slot_offset(step, "changeable", &other.changeable) < 0
+        || slot_offset(step, "version", &other.version) < 0) {
         return 0;
     }
     if (other.cls != i->cls || other.instance_dict != i->instance_dict || other.mro != i->mro
-        || other.changeable != i->changeable) {
+        || other.changeable != i->changeable || other.version != i->version) {
         PyErr_Format(PyExc_TypeError, "%s and %s do not share their instances' slots",
                      step->tp_name, receiver->tp_name);
         return 0;
@@ -1134,6 +1247,7 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(receiver, "instance_dict", &i->instance_dict) < 0
             || slot_offset(receiver, "mro", &i->mro) < 0
             || slot_offset(receiver, "changeable", &i->changeable) < 0
+            || slot_offset(receiver, "version", &i->version) < 0
             || slot_offset(step, "name", &st->name) < 0
             || slot_offset(step, "shadow", &st->shadow) < 0
             || slot_offset(self->item_type, "key", &self->item.key) < 0

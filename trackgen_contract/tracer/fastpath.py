@@ -779,14 +779,18 @@ class _Instance:
     descriptor `instance_dict`): still an instance of `cls`, whose MRO is still `mro`, with
     no ``__getattribute__`` given since to one of its classes that can change
     (`changeable`: not built in). The compiled callback (``_fastclean.c``) makes the same
-    tests on these fields."""
+    tests on these fields, and keeps in `version` the class's version tag when its
+    class-level tests last passed: CPython gives a class a new tag at every change to it
+    or a base, so while the tag is the same they pass again, and only the instance's are
+    made."""
 
-    __slots__ = ("changeable", "cls", "instance_dict", "mro")
+    __slots__ = ("changeable", "cls", "instance_dict", "mro", "version")
 
     def __init__(self, cls: type, instance_dict: object) -> None:
         self.cls, self.instance_dict = cls, instance_dict
         self.mro = _type_mro(cls)
         self.changeable = tuple(k for k in self.mro if _type_flags(k) & _HEAPTYPE)
+        self.version = 0  # none yet: 0 is no class's tag
 
     def still(self, obj: object) -> bool:
         """Whether `obj` is still an instance of `cls`, whose MRO is still `mro`. Asked
