@@ -343,7 +343,7 @@ def _trim(item: pytest.Item, report: pytest.TestReport, excinfo: pytest.Exceptio
         style="short" if style == "short" else "long",
         funcargs=False,
         showlocals=config.getoption("showlocals", False),
-        tbfilter=lambda info: _user_entries(item, info, style),
+        tbfilter=lambda info: _user_entries(info, style),
         chain=False,
     )
 
@@ -353,7 +353,7 @@ def _trim(item: pytest.Item, report: pytest.TestReport, excinfo: pytest.Exceptio
 _RUNNERS = ("_pytest", "pytest", "pluggy", "unittest")
 
 
-def _user_entries(item: pytest.Item, excinfo: pytest.ExceptionInfo, style: str) -> object:
+def _user_entries(excinfo: pytest.ExceptionInfo, style: str) -> object:
     """The traceback's frames of the user's (pytest's `Traceback`): not those of Warp, this
     package or a test runner; none when the breach was raised after the test returned (the
     message names every site)."""
