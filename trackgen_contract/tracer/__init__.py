@@ -471,5 +471,4 @@ def _reset_after_fork() -> None:
 
 
 critical.set_idle_check(lambda: not _started and _core.idle())
-critical.set_callback_check(_core.inside_callback, _core.defer_signal)
 os.register_at_fork(after_in_child=_reset_after_fork)

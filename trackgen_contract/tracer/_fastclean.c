@@ -1051,53 +1051,12 @@ filter_call(CleanFilter *self, PyObject *const *args, size_t nargsf, PyObject *k
 }
 
 
-/* Signals whose handler, wrapped by critical._Wrapper, landed inside the callback in this
- * thread: CPython reports no call made there, so the handler's own Warp calls would go
- * unseen. `defer` keeps the signal here, and it is tripped again (PyErr_SetInterruptEx,
- * which only marks it) once the callback has returned: Python then runs the handler at
- * its next chance, in the watched function's frame. */
-#define DEFERRABLE 256
-static _Thread_local unsigned char deferred[DEFERRABLE];
-static _Thread_local int any_deferred;
-
-static PyObject *
-fastclean_defer(PyObject *module, PyObject *arg)
-{
-    long signum = PyLong_AsLong(arg);
-    if (signum == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (signum <= 0 || signum >= DEFERRABLE || running == 0) {  /* none to trip it */
-        Py_RETURN_FALSE;
-    }
-    deferred[signum] = 1;
-    any_deferred = 1;
-    Py_RETURN_TRUE;
-}
-
-static void
-trip_deferred(void)
-{
-    if (!any_deferred) {
-        return;
-    }
-    any_deferred = 0;
-    for (int signum = 1; signum < DEFERRABLE; signum++) {
-        if (deferred[signum]) {
-            deferred[signum] = 0;
-            (void)PyErr_SetInterruptEx(signum);  /* only marks it: nothing runs here */
-        }
-    }
-}
-
 static PyObject *
 filter_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     running++;
     PyObject *result = filter_call((CleanFilter *)callable, args, nargsf, kwnames);
-    if (--running == 0) {
-        trip_deferred();
-    }
+    running--;
     return result;
 }
 
@@ -1110,9 +1069,6 @@ fastclean_running(PyObject *module, PyObject *unused)
 static PyMethodDef fastclean_methods[] = {
     {"running", fastclean_running, METH_NOARGS,
      PyDoc_STR("running(): whether this thread is inside a CleanFilter's call.")},
-    {"defer", fastclean_defer, METH_O,
-     PyDoc_STR("defer(signum): trip the signal again once this thread's filter call has "
-               "returned; False where it cannot be kept.")},
     {NULL, NULL, 0, NULL},
 };
 

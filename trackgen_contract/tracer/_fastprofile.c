@@ -46,50 +46,6 @@ wanted(PyObject *profile, PyFrameObject *frame, int what)
     return found;
 }
 
-
-/* Signals whose handler, wrapped by critical._Wrapper, landed inside the callback in this
- * thread: CPython reports no call made there, so the handler's own Warp calls would go
- * unseen. `defer` keeps the signal here, and it is tripped again (PyErr_SetInterruptEx,
- * which only marks it) once the callback has returned: Python then runs the handler at
- * its next chance, in the watched function's frame. */
-#define DEFERRABLE 256
-/* How many calls of the Python profile function this thread is inside, made from here:
- * one made otherwise (installed again by `sys.setprofile(sys.getprofile())`) has no
- * trampoline after it to trip a signal again. */
-static _Thread_local int passing;
-static _Thread_local unsigned char deferred[DEFERRABLE];
-static _Thread_local int any_deferred;
-
-static PyObject *
-fastprofile_defer(PyObject *module, PyObject *arg)
-{
-    long signum = PyLong_AsLong(arg);
-    if (signum == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (signum <= 0 || signum >= DEFERRABLE || passing == 0) {  /* none to trip it */
-        Py_RETURN_FALSE;
-    }
-    deferred[signum] = 1;
-    any_deferred = 1;
-    Py_RETURN_TRUE;
-}
-
-static void
-trip_deferred(void)
-{
-    if (!any_deferred) {
-        return;
-    }
-    any_deferred = 0;
-    for (int signum = 1; signum < DEFERRABLE; signum++) {
-        if (deferred[signum]) {
-            deferred[signum] = 0;
-            (void)PyErr_SetInterruptEx(signum);  /* only marks it: nothing runs here */
-        }
-    }
-}
-
 static int
 trampoline(PyObject *profile, PyFrameObject *frame, int what, PyObject *arg)
 {
@@ -99,11 +55,7 @@ trampoline(PyObject *profile, PyFrameObject *frame, int what, PyObject *arg)
     if (!wanted(profile, frame, what)) {
         return 0;
     }
-    passing++;
     PyObject *result = pass_on(profile, frame, what, arg);
-    if (--passing == 0) {
-        trip_deferred();
-    }
     if (result != NULL) {
         Py_DECREF(result);
         return 0;
@@ -150,9 +102,6 @@ static PyMethodDef fastprofile_methods[] = {
     {"install", fastprofile_install, METH_O,
      PyDoc_STR("install(profile): make `profile` this thread's profile function, called "
                "for the events watch() names alone.")},
-    {"defer", fastprofile_defer, METH_O,
-     PyDoc_STR("defer(signum): trip the signal again once this thread's profile function "
-               "has returned; False where it cannot be kept.")},
     {NULL, NULL, 0, NULL},
 };
 

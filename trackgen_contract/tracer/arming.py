@@ -96,12 +96,6 @@ class ArmingCore:
         """``id()`` of the code objects of the core's Python callbacks."""
         raise NotImplementedError
 
-    def defer_signal(self, signum: int) -> bool:
-        """Have `signum` tripped again once this thread's callback has returned (a signal
-        whose handler landed inside it, see critical._Wrapper); False where the core
-        cannot: only its compiled part runs after the Python callback."""
-        return False
-
     def hold(self, entries: tuple[Entry, ...]) -> None:
         """Keep `entries` armed (counted) until `release`."""
         books = self._books

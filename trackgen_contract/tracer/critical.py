@@ -12,10 +12,8 @@ change runs through `protected`:
   in use, every Python-level handler is wrapped (`_Wrapper`): a signal that arrives while
   a change is under way, or at the start of one of the entry points that lead to it
   (`entry`: a guard's ``__exit__`` before its change begins, say), is recorded and its
-  handler runs when the change is complete; one that arrives inside the core's callback
-  is tripped again by its compiled part once the callback has returned; anywhere else the
-  handler runs at once, as if nothing were wrapped. The wrappers are taken down when the
-  last guard is gone.
+  handler runs when the change is complete; anywhere else the handler runs at once, as
+  if nothing were wrapped. The wrappers are taken down when the last guard is gone.
 - If the change raised, or a signal arrived during it, `undo` runs before the signals
   are delivered, so the caller sees the exception with nothing done. A signal whose
   handler does not raise does not abandon the change: it is made again.
@@ -61,8 +59,6 @@ class _State:
         self.rewrapped = False  # a guard a handler started during a swap wrapped them
         self.arrivals: dict[int, int] = {}  # signal -> times its wrapper ran
         self.idle: Callable[[], bool] = lambda: True  # no guard left: unwrap
-        self.in_callback: Callable[[], bool] = lambda: False  # in the core's callback
-        self.defer: Callable[[int], bool] = lambda signum: False  # tripped past it
 
 
 _state = _State()
@@ -77,12 +73,6 @@ def entry(fn: F) -> F:
 def set_idle_check(idle: Callable[[], bool]) -> None:
     """Tell when no guard is left (the handlers are then unwrapped)."""
     _state.idle = idle
-
-
-def set_callback_check(in_callback: Callable[[], bool], defer: Callable[[int], bool]) -> None:
-    """Tell when a signal lands inside the core's callback, and how to have it tripped
-    again past the callback (see `_Wrapper`)."""
-    _state.in_callback, _state.defer = in_callback, defer
 
 
 class _Wrapper:
@@ -100,11 +90,6 @@ class _Wrapper:
     @entry
     def __call__(self, signum: int, frame: FrameType | None) -> object:
         _state.arrivals[signum] = _state.arrivals.get(signum, 0) + 1
-        if _state.in_callback() and _state.defer(signum):
-            # CPython reports no call made inside the core's callback: the Warp calls the
-            # handler makes there would go unseen. The core trips the signal again once
-            # its callback has returned, and Python runs the handler then.
-            return None
         if _state.depth > 0 or _on_the_way_in(frame):
             _state.pending.append((signum, frame, self.original))
             return None

@@ -268,9 +268,6 @@ class ProfileCore(ArmingCore):
 
         return on_call
 
-    def defer_signal(self, signum: int) -> bool:
-        return self.compiled and _fastprofile().defer(signum)
-
     def callback_codes(self) -> frozenset[int]:
         # The hook and what it calls: CPython reports no event while the hook runs.
         if self._callback_codes is None:

@@ -29,10 +29,9 @@ from .arming import ArmingCore
 from .call import Dispatch
 
 try:
-    from ._fastclean import defer as _filter_defer
     from ._fastclean import running as _filter_running
 except ImportError:  # not built: the core is made with compiled=False
-    _filter_running = _filter_defer = None
+    _filter_running = None
 
 _TOOL_NAME = "trackgen_contract"
 _PREFERRED_IDS = (3, 4, 5, 2, 1, 0)
@@ -232,9 +231,6 @@ class SysMonitoringCore(ArmingCore):
         if self.compiled:
             return _filter_running()  # type: ignore[misc]
         return super().inside_callback()
-
-    def defer_signal(self, signum: int) -> bool:
-        return bool(self.compiled and _filter_defer(signum))  # type: ignore[misc]
 
     def callback_codes(self) -> frozenset[int]:
         callback = self._on_start
