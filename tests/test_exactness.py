@@ -2048,7 +2048,8 @@ def test_a_recorded_launch_site_found_clean_is_judged_again_when_its_receiver_ch
         launch = staticmethod(drop)
 
     for i in range(1200 if churned else 0):
-        Mine.churn = Base.churn = i  # each a new version of the class
+        Mine.churn = Base.churn = i  # each a new version of the class, once looked up
+        assert Mine.churn == Base.churn == i
     cmd.__class__ = cmd2.__class__ = Mine
     receiver, owner = cmd, None
     with stream_explicit(strict=False) as guard:
@@ -2072,6 +2073,104 @@ def test_a_recorded_launch_site_found_clean_is_judged_again_when_its_receiver_ch
                 del owner.__getattribute__
     assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="]
     assert guard.calls == 4
+
+
+class _Elsewhere:
+    """Put into a class's MRO by its metaclass, though not one of its bases."""
+
+
+class _ForeignMro(type):
+    """A metaclass whose ``mro()`` puts `_Elsewhere` into a class's MRO: after the class
+    itself (`behind`), or before it."""
+
+    def mro(cls):
+        mro = super().mro()
+        if cls.__dict__.get("behind") is True:
+            return [mro[0], _Elsewhere, *mro[1:]]
+        if cls.__dict__.get("behind") is False:
+            return [_Elsewhere, *mro]
+        return mro
+
+
+@contextmanager
+def _launches_received():
+    """The receiver of each ``Launch.launch`` call as the call received it, seen by a
+    ``sys.monitoring`` tool of the test's own (whatever the guard decided)."""
+    monitoring, tool, received = sys.monitoring, 5, []
+    code = wp.Launch.launch.__code__
+    monitoring.use_tool_id(tool, "test probe")
+    try:
+        monitoring.register_callback(
+            tool,
+            monitoring.events.PY_START,
+            lambda at, offset: received.append(sys._getframe(1).f_locals["self"]),
+        )
+        monitoring.set_local_events(tool, code, monitoring.events.PY_START)
+        yield received
+    finally:
+        monitoring.set_local_events(tool, code, 0)
+        monitoring.register_callback(tool, monitoring.events.PY_START, None)
+        monitoring.free_tool_id(tool)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="the probe is a sys.monitoring tool")
+@pytest.mark.parametrize("where", ["before the receiver's class", "on the holder's path"])
+def test_a_class_a_metaclass_puts_into_the_mro_is_watched_for_changes(arr, cmd, cmd2, where):
+    """A class that a metaclass's ``mro()`` puts into the MRO of a receiver's class (or of
+    a holder on the path to it) without being a base: a change to it gives the class no
+    new version tag on 3.12 and 3.13 (whose own attribute cache then goes stale until it
+    is cleared), and the checks looked at the receiver's class's own namespace first. The
+    guard reports the last call exactly when it really reached ``Launch.launch`` through
+    the relay, with no stream."""
+    drop = functools.partial(operator.call, wp.Launch.launch)  # Launch.launch(x): no stream
+
+    class Relay:
+        launch = staticmethod(drop)
+
+    if where == "before the receiver's class":
+
+        class Owner(wp.Launch, metaclass=_ForeignMro):
+            behind = False
+            launch = wp.Launch.launch
+
+        cmd.__class__ = Owner
+
+        def site(x):
+            cmd.launch(x)  # the stream passed by position
+
+        def change():
+            _Elsewhere.launch = staticmethod(drop)
+
+    else:
+
+        class Owner(metaclass=_ForeignMro):
+            behind = True
+
+        holder = Owner()
+        holder.cmd = cmd
+
+        def site(x):
+            holder.cmd.launch(x)
+
+        def change():
+            _Elsewhere.cmd = property(lambda self: Relay())
+
+    try:
+        with stream_explicit(strict=False) as guard, _launches_received() as received:
+            for _ in range(3):
+                site(None)  # clean: learnt, then answered from the frame
+            Owner.other = 1  # a new version of the class: its checks are made again
+            site(None)
+            change()
+            sys._clear_type_cache()  # 3.12 and 3.13 look the attribute up afresh
+            site(cmd2)  # through the relay: Launch.launch(cmd2), no stream
+    finally:
+        for name in ("launch", "cmd"):
+            if name in _Elsewhere.__dict__:
+                delattr(_Elsewhere, name)
+    relayed = received[-1] is cmd2
+    assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="] * relayed
+    assert guard.calls == 5
 
 
 def _path_site(holder, x):

@@ -99,7 +99,8 @@ typedef struct {
     PyObject *counter_descr;     /* its member descriptor */
     Py_ssize_t counter_offset;
     unsigned int counter_version;  /* its version tag when the descriptor was last found */
-    PyObject *s_name, *s_clean_calls, *s_getattribute, *one;
+    PyObject *s_name, *s_clean_calls, *s_getattribute, *s_mro, *one;
+    PyObject *type_mro;  /* type.__dict__["mro"]: the MRO a class gets from its bases */
 } CleanFilter;
 
 enum { FULL = 0, ANSWERED = 1, FAILED = -1 };
@@ -247,12 +248,62 @@ vouched(CleanFilter *self, PyObject *instance, unsigned int tag)
            && PyLong_AsUnsignedLongMask(seen) == tag;
 }
 
+/* Whether the first class in `meta`'s MRO whose namespace holds "mro" holds type.mro:
+ * the classes of `meta` get their MRO from their bases alone. */
+static int
+standard_mro(CleanFilter *self, PyTypeObject *meta)
+{
+    PyObject *mro = meta->tp_mro;
+    if (mro == NULL || !PyTuple_CheckExact(mro)) {
+        return 0;
+    }
+    Py_INCREF(mro);  /* held: a lookup may run a stored key's __eq__ */
+    int standard = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
+        PyObject *klass = PyTuple_GET_ITEM(mro, k);
+        PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
+        PyObject *found = space == NULL ? NULL : PyDict_GetItemWithError(space, self->s_mro);
+        Py_XDECREF(space);
+        if (found != NULL || space == NULL || PyErr_Occurred()) {
+            standard = found != NULL && found == self->type_mro;
+            break;
+        }
+    }
+    Py_DECREF(mro);
+    PyErr_Clear();  /* a lookup of ours that failed: no tag is trusted */
+    return standard;
+}
+
+/* Whether a change to any class in `cls`'s MRO gives `cls` a new tag: each got its MRO
+ * from type.mro, so each is a subclass of those after it, which CPython tells of their
+ * changes. A metaclass's own mro() may put a class there that is not a base: CPython
+ * 3.12 and 3.13 still tag `cls`, and a change to that class leaves its tag as it was (and
+ * their own attribute cache stale). */
+static int
+ancestry_tagged(CleanFilter *self, PyTypeObject *cls)
+{
+    PyObject *mro = cls->tp_mro;
+    if (mro == NULL || !PyTuple_CheckExact(mro)) {
+        return 0;
+    }
+    Py_INCREF(mro);
+    int tagged = 1;
+    for (Py_ssize_t k = 0; tagged && k < PyTuple_GET_SIZE(mro); k++) {
+        PyObject *klass = PyTuple_GET_ITEM(mro, k);
+        tagged = PyType_Check(klass)
+                 && (Py_IS_TYPE(klass, &PyType_Type) || standard_mro(self, Py_TYPE(klass)));
+    }
+    Py_DECREF(mro);
+    return tagged;
+}
+
 /* Remember that the class-level tests of `instance` passed under `tag`, read before them,
- * where its class `cls` still has it (nothing they ran changed the class). */
+ * where its class `cls` still has it (nothing they ran changed the class) and every
+ * change to its ancestry renews it (ancestry_tagged). */
 static void
 vouch(CleanFilter *self, PyObject *instance, PyTypeObject *cls, unsigned int tag)
 {
-    if (tag == 0 || cls->tp_version_tag != tag) {
+    if (tag == 0 || !ancestry_tagged(self, cls) || cls->tp_version_tag != tag) {
         return;
     }
     PyObject *seen = PyLong_FromUnsignedLong(tag);
@@ -825,7 +876,7 @@ counter_slot(CleanFilter *self, PyObject *tracer)
         PyErr_Clear();  /* a lookup of ours that failed: the generic way tells */
         return NULL;
     }
-    self->counter_version = type->tp_version_tag == tag ? tag : 0;
+    self->counter_version = type->tp_version_tag == tag && ancestry_tagged(self, type) ? tag : 0;
     return (PyObject **)((char *)tracer + self->counter_offset);
 }
 
@@ -1124,6 +1175,8 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->s_name);
     Py_CLEAR(self->s_clean_calls);
     Py_CLEAR(self->s_getattribute);
+    Py_CLEAR(self->s_mro);
+    Py_CLEAR(self->type_mro);
     Py_CLEAR(self->one);
     return 0;
 }
@@ -1305,10 +1358,15 @@ filter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->s_name = PyUnicode_InternFromString("__name__");
     self->s_clean_calls = PyUnicode_InternFromString("clean_calls");
     self->s_getattribute = PyUnicode_InternFromString("__getattribute__");
+    self->s_mro = PyUnicode_InternFromString("mro");
+    PyObject *type_namespace = PyType_GetDict(&PyType_Type);
+    self->type_mro = type_namespace == NULL
+                         ? NULL : Py_XNewRef(PyDict_GetItemWithError(type_namespace, self->s_mro));
+    Py_XDECREF(type_namespace);
     self->one = PyLong_FromLong(1);
     PyObject_GC_Track(self);
     if (self->s_name == NULL || self->s_clean_calls == NULL || self->s_getattribute == NULL
-        || self->one == NULL
+        || self->s_mro == NULL || self->type_mro == NULL || self->one == NULL
         || read_fastpath(self, fastpath) < 0) {
         Py_DECREF(self);
         return NULL;

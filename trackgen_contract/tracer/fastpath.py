@@ -758,7 +758,11 @@ def _root(scope: str, variable: str, frame: FrameType) -> object:
 def _plain_instance_dict(cls: type) -> object | None:
     """The descriptor of `cls`'s instances' own ``__dict__``, where attributes are found
     the generic way (no ``__getattribute__`` of their own, a plain ``__dict__``; not
-    ``__slots__``), else None."""
+    ``__slots__``) and first in `cls` itself (a metaclass's ``mro()`` may put another
+    class before it, which the checks would not look at), else None."""
+    mro = _type_mro(cls)
+    if not mro or mro[0] is not cls:
+        return None
     if class_lookup(cls, "__getattribute__") is not object.__getattribute__:
         return None
     own = class_lookup(cls, "__dict__")
