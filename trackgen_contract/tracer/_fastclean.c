@@ -7,8 +7,9 @@
  * very tests the Python callback makes, in the same order, on the same tables, reading
  * the slots of fastpath's objects directly (those on a class, a receiver's or one on its
  * path, once for each version of the class: see version_tag), and counts the call or
- * calls the tracer's answer the same way. Anything else, a failed test, a missing or refused answer, an
- * error of its own, goes to the Python callback, which tests again and decides: this
+ * calls the tracer's answer the same way. Anything else, a failed test, a missing or
+ * refused answer, an error of its own, goes to the Python callback, which tests again
+ * and decides: this
  * file never judges a call, it only spares the interpreter the Python frames of the
  * common ones. A Python callback called from here sees the same frames as one registered
  * directly (a C function has no frame), so `sys._getframe(1)` is still the watched
@@ -263,15 +264,16 @@ standard_mro(CleanFilter *self, PyTypeObject *meta)
         PyObject *klass = PyTuple_GET_ITEM(mro, k);
         PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
         PyObject *found = space == NULL ? NULL : PyDict_GetItemWithError(space, self->s_mro);
+        /* Compared before the dict is let go: nothing runs in between. */
+        int done = found != NULL || space == NULL || PyErr_Occurred();
+        standard = found != NULL && found == self->type_mro;
         Py_XDECREF(space);
-        if (found != NULL || space == NULL || PyErr_Occurred()) {
-            standard = found != NULL && found == self->type_mro;
+        if (done) {
             break;
         }
     }
     Py_DECREF(mro);
-    PyErr_Clear();  /* a lookup of ours that failed: no tag is trusted */
-    return standard;
+    return standard;  /* 0 with the lookup's error set where it raised */
 }
 
 /* Whether a change to any class in `cls`'s MRO gives `cls` a new tag: each got its MRO
@@ -299,19 +301,21 @@ ancestry_tagged(CleanFilter *self, PyTypeObject *cls)
 
 /* Remember that the class-level tests of `instance` passed under `tag`, read before them,
  * where its class `cls` still has it (nothing they ran changed the class) and every
- * change to its ancestry renews it (ancestry_tagged). */
-static void
+ * change to its ancestry renews it (ancestry_tagged). 0 with an error set where a lookup
+ * of ancestry_tagged raised (the tests then do not hold: the callback decides). */
+static int
 vouch(CleanFilter *self, PyObject *instance, PyTypeObject *cls, unsigned int tag)
 {
     if (tag == 0 || !ancestry_tagged(self, cls) || cls->tp_version_tag != tag) {
-        return;
+        return !PyErr_Occurred();
     }
     PyObject *seen = PyLong_FromUnsignedLong(tag);
     if (seen == NULL) {
         PyErr_Clear();  /* only the next call's tests are not spared */
-        return;
+        return 1;
     }
     Py_XSETREF(*(PyObject **)((char *)instance + self->instance.version), seen);
+    return 1;
 }
 
 /* `obj`'s own __dict__ (a new reference) through the descriptor `instance`
@@ -456,10 +460,7 @@ step_class_holds(CleanFilter *self, PyObject *step, PyObject *obj, unsigned int 
     int holds = generic_lookup(self, step, obj)
                 && same_shadow(cls, slot(step, self->step.name), slot(step, self->step.shadow))
                 && still_instance(self, step, obj);
-    if (holds) {
-        vouch(self, step, cls, tag);
-    }
-    return holds;
+    return holds && vouch(self, step, cls, tag);
 }
 
 /* One step of a receiver's path read off `obj` (a new reference), or NULL where it no
@@ -533,10 +534,7 @@ receiver_class_holds(CleanFilter *self, PyObject *check, PyObject *obj, unsigned
                        == slot(check, self->receiver.target)
                 && generic_lookup(self, check, obj);
     Py_XDECREF(namespace);
-    if (holds) {
-        vouch(self, check, cls, tag);
-    }
-    return holds;
+    return holds && vouch(self, check, cls, tag);
 }
 
 /* Whether the receiver the site loads, the caller's local or global, or a path of
@@ -877,6 +875,7 @@ counter_slot(CleanFilter *self, PyObject *tracer)
         return NULL;
     }
     self->counter_version = type->tp_version_tag == tag && ancestry_tagged(self, type) ? tag : 0;
+    PyErr_Clear();  /* a lookup of ancestry_tagged that failed: the tag is not trusted */
     return (PyObject **)((char *)tracer + self->counter_offset);
 }
 
