@@ -101,7 +101,7 @@ typedef struct {
     Py_ssize_t counter_offset;
     unsigned int counter_version;  /* its version tag when the descriptor was last found */
     PyObject *s_name, *s_clean_calls, *s_getattribute, *s_mro, *one;
-    PyObject *type_mro;  /* type.__dict__["mro"]: the MRO a class gets from its bases */
+    PyObject *type_mro;  /* (type.__dict__["mro"],): the MRO a class gets from its bases */
 } CleanFilter;
 
 enum { FULL = 0, ANSWERED = 1, FAILED = -1 };
@@ -249,31 +249,39 @@ vouched(CleanFilter *self, PyObject *instance, unsigned int tag)
            && PyLong_AsUnsignedLongMask(seen) == tag;
 }
 
-/* Whether the first class in `meta`'s MRO whose namespace holds "mro" holds type.mro:
- * the classes of `meta` get their MRO from their bases alone. */
+/* Whether `type`'s MRO holds first under `name` what `shadow` says (fastpath._shadow):
+ * `()` for nothing, `(value,)` for that very value. The MRO is held while it is walked:
+ * a lookup may run a stored key's __eq__, which may give the class new bases and let go
+ * of its old MRO. */
 static int
-standard_mro(CleanFilter *self, PyTypeObject *meta)
+same_shadow(PyTypeObject *type, PyObject *name, PyObject *shadow)
 {
-    PyObject *mro = meta->tp_mro;
-    if (mro == NULL || !PyTuple_CheckExact(mro)) {
+    PyObject *mro = type->tp_mro;
+    if (mro == NULL || !PyTuple_CheckExact(mro) || !PyTuple_CheckExact(shadow)
+        || PyTuple_GET_SIZE(shadow) > 1) {
         return 0;
     }
-    Py_INCREF(mro);  /* held: a lookup may run a stored key's __eq__ */
-    int standard = 0;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
+    Py_INCREF(mro);
+    int answer = -1;
+    for (Py_ssize_t k = 0; answer < 0 && k < PyTuple_GET_SIZE(mro); k++) {
         PyObject *klass = PyTuple_GET_ITEM(mro, k);
         PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
-        PyObject *found = space == NULL ? NULL : PyDict_GetItemWithError(space, self->s_mro);
-        /* Compared before the dict is let go: nothing runs in between. */
-        int done = found != NULL || space == NULL || PyErr_Occurred();
-        standard = found != NULL && found == self->type_mro;
-        Py_XDECREF(space);
-        if (done) {
+        if (space == NULL) {
+            answer = 0;
             break;
         }
+        PyObject *found = PyDict_GetItemWithError(space, name);
+        /* Compared before the dict is let go: nothing runs in between. */
+        if (found != NULL) {
+            answer = PyTuple_GET_SIZE(shadow) == 1 && found == PyTuple_GET_ITEM(shadow, 0);
+        }
+        else if (PyErr_Occurred()) {
+            answer = 0;
+        }
+        Py_DECREF(space);
     }
     Py_DECREF(mro);
-    return standard;  /* 0 with the lookup's error set where it raised */
+    return answer < 0 ? PyTuple_GET_SIZE(shadow) == 0 : answer;
 }
 
 /* Whether a change to any class in `cls`'s MRO gives `cls` a new tag: each got its MRO
@@ -293,7 +301,8 @@ ancestry_tagged(CleanFilter *self, PyTypeObject *cls)
     for (Py_ssize_t k = 0; tagged && k < PyTuple_GET_SIZE(mro); k++) {
         PyObject *klass = PyTuple_GET_ITEM(mro, k);
         tagged = PyType_Check(klass)
-                 && (Py_IS_TYPE(klass, &PyType_Type) || standard_mro(self, Py_TYPE(klass)));
+                 && (Py_IS_TYPE(klass, &PyType_Type)
+                     || same_shadow(Py_TYPE(klass), self->s_mro, self->type_mro));
     }
     Py_DECREF(mro);
     return tagged;
@@ -335,41 +344,6 @@ own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
         Py_CLEAR(own);
     }
     return own;
-}
-
-/* Whether `type`'s MRO holds first under `name` what `shadow` says (fastpath._shadow):
- * `()` for nothing, `(value,)` for that very value. The MRO is held while it is walked:
- * a lookup may run a stored key's __eq__, which may give the class new bases and let go
- * of its old MRO. */
-static int
-same_shadow(PyTypeObject *type, PyObject *name, PyObject *shadow)
-{
-    PyObject *mro = type->tp_mro;
-    if (mro == NULL || !PyTuple_CheckExact(mro) || !PyTuple_CheckExact(shadow)
-        || PyTuple_GET_SIZE(shadow) > 1) {
-        return 0;
-    }
-    Py_INCREF(mro);
-    int answer = -1;
-    for (Py_ssize_t k = 0; answer < 0 && k < PyTuple_GET_SIZE(mro); k++) {
-        PyObject *klass = PyTuple_GET_ITEM(mro, k);
-        PyObject *space = PyType_Check(klass) ? PyType_GetDict((PyTypeObject *)klass) : NULL;
-        if (space == NULL) {
-            answer = 0;
-            break;
-        }
-        PyObject *found = PyDict_GetItemWithError(space, name);
-        /* Compared before the dict is let go: nothing runs in between. */
-        if (found != NULL) {
-            answer = PyTuple_GET_SIZE(shadow) == 1 && found == PyTuple_GET_ITEM(shadow, 0);
-        }
-        else if (PyErr_Occurred()) {
-            answer = 0;
-        }
-        Py_DECREF(space);
-    }
-    Py_DECREF(mro);
-    return answer < 0 ? PyTuple_GET_SIZE(shadow) == 0 : answer;
 }
 
 /* The caller's local `variable`, as f_locals has it, or its plain dict of globals' (never
@@ -1359,8 +1333,9 @@ filter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->s_getattribute = PyUnicode_InternFromString("__getattribute__");
     self->s_mro = PyUnicode_InternFromString("mro");
     PyObject *type_namespace = PyType_GetDict(&PyType_Type);
-    self->type_mro = type_namespace == NULL
-                         ? NULL : Py_XNewRef(PyDict_GetItemWithError(type_namespace, self->s_mro));
+    PyObject *type_mro = type_namespace == NULL
+                             ? NULL : PyDict_GetItemWithError(type_namespace, self->s_mro);
+    self->type_mro = type_mro == NULL ? NULL : PyTuple_Pack(1, type_mro);  /* a shadow */
     Py_XDECREF(type_namespace);
     self->one = PyLong_FromLong(1);
     PyObject_GC_Track(self);
