@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import collections
+import contextlib
 import contextvars
 import cProfile
 import functools
@@ -2092,6 +2093,16 @@ class _ForeignMro(type):
         return mro
 
 
+class _PlainMeta(type):
+    """A metaclass that gives a class the MRO of its bases (`type.mro`)."""
+
+
+def _forget_elsewhere():
+    for name in ("launch", "cmd", "__getattribute__"):
+        if name in _Elsewhere.__dict__:
+            delattr(_Elsewhere, name)
+
+
 @contextmanager
 def _launches_received():
     """The receiver of each ``Launch.launch`` call as the call received it, seen by a
@@ -2165,12 +2176,89 @@ def test_a_class_a_metaclass_puts_into_the_mro_is_watched_for_changes(arr, cmd, 
             sys._clear_type_cache()  # 3.12 and 3.13 look the attribute up afresh
             site(cmd2)  # through the relay: Launch.launch(cmd2), no stream
     finally:
-        for name in ("launch", "cmd"):
-            if name in _Elsewhere.__dict__:
-                delattr(_Elsewhere, name)
+        _forget_elsewhere()
     relayed = received[-1] is cmd2
     assert [v.api for v in guard.violations] == ["wp.Launch.launch without stream="] * relayed
     assert guard.calls == 5
+
+
+def _foreign_mro_left_behind(how):
+    """A class whose MRO holds `_Elsewhere` after it, put there by its metaclass's
+    ``mro()``, which is no longer in place (`how`): the MRO stays as it was made."""
+
+    class Meta(type):
+        def mro(cls):
+            mro = type.mro(cls)
+            return [mro[0], _Elsewhere, *mro[1:]] if "behind" in cls.__dict__ else mro
+
+    def left_behind(cls):
+        if how == "mro() deleted":
+            del Meta.mro
+        else:
+            cls.__class__ = _PlainMeta
+        assert cls.__mro__[1] is _Elsewhere
+        return cls
+
+    return Meta, left_behind
+
+
+@pytest.mark.parametrize("how", ["mro() deleted", "metaclass swapped for a plain one"])
+@pytest.mark.parametrize("where", ["the receiver's class", "a holder's class"])
+def test_an_mro_a_metaclass_made_is_watched_after_its_mro_is_gone(arr, cmd, where, how):
+    """The class that a metaclass's ``mro()`` put into a class's MRO is not a base: a
+    change to it gives the class no new version tag, even once the ``mro()`` that put it
+    there is gone. A looped site keeps the verdict a guard beside a tracer gives (every
+    call judged in full) when that class changes midway."""
+    Meta, left_behind = _foreign_mro_left_behind(how)
+    if where == "the receiver's class":
+
+        @left_behind
+        class Owner(wp.Launch, metaclass=Meta):
+            behind = True
+            launch = wp.Launch.launch
+
+        receiver = Owner.__new__(Owner)
+        receiver.__dict__.update(cmd.__dict__)
+
+        def site():
+            receiver.launch(None)
+
+        def change():
+            _Elsewhere.__getattribute__ = lambda self, name: object.__getattribute__(self, name)
+
+    else:
+
+        @left_behind
+        class Owner(metaclass=Meta):
+            behind = True
+
+        holder = Owner()
+        holder.cmd = cmd
+
+        def site():
+            holder.cmd.launch(None)
+
+        def change():
+            _Elsewhere.cmd = property(lambda self: cmd)
+
+    def loop():
+        for i in range(6):
+            if i == 3:
+                change()
+            site()
+
+    def verdicts(beside):
+        beside_it = Tracer(lambda call: None) if beside else contextlib.nullcontext()
+        try:
+            with stream_explicit(strict=False) as guard, beside_it:
+                loop()
+        finally:
+            _forget_elsewhere()
+        return [(v.api, v.site.lineno) for v in guard.violations], guard.calls
+
+    judged_in_full = verdicts(beside=True)
+    assert verdicts(beside=False) == judged_in_full
+    assert judged_in_full[1] == 6
 
 
 def _path_site(holder, x):

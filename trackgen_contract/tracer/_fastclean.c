@@ -100,8 +100,7 @@ typedef struct {
     PyObject *counter_descr;     /* its member descriptor */
     Py_ssize_t counter_offset;
     unsigned int counter_version;  /* its version tag when the descriptor was last found */
-    PyObject *s_name, *s_clean_calls, *s_getattribute, *s_mro, *one;
-    PyObject *type_mro;  /* (type.__dict__["mro"],): the MRO a class gets from its bases */
+    PyObject *s_name, *s_clean_calls, *s_getattribute, *one;
 } CleanFilter;
 
 enum { FULL = 0, ANSWERED = 1, FAILED = -1 };
@@ -284,47 +283,64 @@ same_shadow(PyTypeObject *type, PyObject *name, PyObject *shadow)
     return answer < 0 ? PyTuple_GET_SIZE(shadow) == 0 : answer;
 }
 
-/* Whether a change to any class in `cls`'s MRO gives `cls` a new tag: each got its MRO
- * from type.mro, so each is a subclass of those after it, which CPython tells of their
- * changes. A metaclass's own mro() may put a class there that is not a base: CPython
- * 3.12 and 3.13 still tag `cls`, and a change to that class leaves its tag as it was (and
- * their own attribute cache stale). */
+/* Whether `klass` is `cls` or one of its ancestors through __bases__, found within
+ * `*budget` steps (a lattice of diamonds is not walked for ever: past it, no). */
 static int
-ancestry_tagged(CleanFilter *self, PyTypeObject *cls)
+descends(PyTypeObject *cls, PyObject *klass, int *budget)
+{
+    if ((PyObject *)cls == klass) {
+        return 1;
+    }
+    PyObject *bases = cls->tp_bases;
+    if (--*budget < 0 || bases == NULL || !PyTuple_CheckExact(bases)) {
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(bases); k++) {
+        PyObject *base = PyTuple_GET_ITEM(bases, k);
+        if (PyType_Check(base) && descends((PyTypeObject *)base, klass, budget)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether a change to any class in `cls`'s MRO gives `cls` a new tag: each is `cls` or an
+ * ancestor through __bases__, and CPython passes a class's changes on to its subclasses.
+ * A metaclass's mro() may have put a class there that is not (its mro() since deleted,
+ * or the class given another metaclass, the MRO stays): a change to that class leaves
+ * `cls`'s tag as it was (3.12 and 3.13 tag `cls` all the same, and their own attribute
+ * cache goes stale). Pointers alone are compared: no code of anyone's runs. */
+static int
+ancestry_tagged(PyTypeObject *cls)
 {
     PyObject *mro = cls->tp_mro;
     if (mro == NULL || !PyTuple_CheckExact(mro)) {
         return 0;
     }
-    Py_INCREF(mro);
-    int tagged = 1;
-    for (Py_ssize_t k = 0; tagged && k < PyTuple_GET_SIZE(mro); k++) {
-        PyObject *klass = PyTuple_GET_ITEM(mro, k);
-        tagged = PyType_Check(klass)
-                 && (Py_IS_TYPE(klass, &PyType_Type)
-                     || same_shadow(Py_TYPE(klass), self->s_mro, self->type_mro));
+    int budget = 4096;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(mro); k++) {
+        if (!descends(cls, PyTuple_GET_ITEM(mro, k), &budget)) {
+            return 0;
+        }
     }
-    Py_DECREF(mro);
-    return tagged;
+    return 1;
 }
 
 /* Remember that the class-level tests of `instance` passed under `tag`, read before them,
  * where its class `cls` still has it (nothing they ran changed the class) and every
- * change to its ancestry renews it (ancestry_tagged). 0 with an error set where a lookup
- * of ancestry_tagged raised (the tests then do not hold: the callback decides). */
-static int
+ * change to its ancestry renews it (ancestry_tagged). */
+static void
 vouch(CleanFilter *self, PyObject *instance, PyTypeObject *cls, unsigned int tag)
 {
-    if (tag == 0 || !ancestry_tagged(self, cls) || cls->tp_version_tag != tag) {
-        return !PyErr_Occurred();
+    if (tag == 0 || cls->tp_version_tag != tag || !ancestry_tagged(cls)) {
+        return;
     }
     PyObject *seen = PyLong_FromUnsignedLong(tag);
     if (seen == NULL) {
         PyErr_Clear();  /* only the next call's tests are not spared */
-        return 1;
+        return;
     }
     Py_XSETREF(*(PyObject **)((char *)instance + self->instance.version), seen);
-    return 1;
 }
 
 /* `obj`'s own __dict__ (a new reference) through the descriptor `instance`
@@ -434,7 +450,10 @@ step_class_holds(CleanFilter *self, PyObject *step, PyObject *obj, unsigned int 
     int holds = generic_lookup(self, step, obj)
                 && same_shadow(cls, slot(step, self->step.name), slot(step, self->step.shadow))
                 && still_instance(self, step, obj);
-    return holds && vouch(self, step, cls, tag);
+    if (holds) {
+        vouch(self, step, cls, tag);
+    }
+    return holds;
 }
 
 /* One step of a receiver's path read off `obj` (a new reference), or NULL where it no
@@ -508,7 +527,10 @@ receiver_class_holds(CleanFilter *self, PyObject *check, PyObject *obj, unsigned
                        == slot(check, self->receiver.target)
                 && generic_lookup(self, check, obj);
     Py_XDECREF(namespace);
-    return holds && vouch(self, check, cls, tag);
+    if (holds) {
+        vouch(self, check, cls, tag);
+    }
+    return holds;
 }
 
 /* Whether the receiver the site loads, the caller's local or global, or a path of
@@ -848,8 +870,7 @@ counter_slot(CleanFilter *self, PyObject *tracer)
         PyErr_Clear();  /* a lookup of ours that failed: the generic way tells */
         return NULL;
     }
-    self->counter_version = type->tp_version_tag == tag && ancestry_tagged(self, type) ? tag : 0;
-    PyErr_Clear();  /* a lookup of ancestry_tagged that failed: the tag is not trusted */
+    self->counter_version = type->tp_version_tag == tag && ancestry_tagged(type) ? tag : 0;
     return (PyObject **)((char *)tracer + self->counter_offset);
 }
 
@@ -1148,8 +1169,6 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->s_name);
     Py_CLEAR(self->s_clean_calls);
     Py_CLEAR(self->s_getattribute);
-    Py_CLEAR(self->s_mro);
-    Py_CLEAR(self->type_mro);
     Py_CLEAR(self->one);
     return 0;
 }
@@ -1331,16 +1350,10 @@ filter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->s_name = PyUnicode_InternFromString("__name__");
     self->s_clean_calls = PyUnicode_InternFromString("clean_calls");
     self->s_getattribute = PyUnicode_InternFromString("__getattribute__");
-    self->s_mro = PyUnicode_InternFromString("mro");
-    PyObject *type_namespace = PyType_GetDict(&PyType_Type);
-    PyObject *type_mro = type_namespace == NULL
-                             ? NULL : PyDict_GetItemWithError(type_namespace, self->s_mro);
-    self->type_mro = type_mro == NULL ? NULL : PyTuple_Pack(1, type_mro);  /* a shadow */
-    Py_XDECREF(type_namespace);
     self->one = PyLong_FromLong(1);
     PyObject_GC_Track(self);
     if (self->s_name == NULL || self->s_clean_calls == NULL || self->s_getattribute == NULL
-        || self->s_mro == NULL || self->type_mro == NULL || self->one == NULL
+        || self->one == NULL
         || read_fastpath(self, fastpath) < 0) {
         Py_DECREF(self);
         return NULL;
