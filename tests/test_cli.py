@@ -191,6 +191,32 @@ def test_a_module_beside_the_program_named_as_one_imported_before_it_is_named(tm
     assert status == NOTHING_CHECKED and "warning:" not in err
 
 
+@pytest.mark.parametrize(
+    "spelling", [["-m", "trackgen_contract.trace"], ["-Bm", "trackgen_contract.trace"]]
+)
+def test_run_from_the_programs_own_directory_its_modules_stay_its_own(tmp_path, spelling):
+    # `python -m` puts the working directory first on sys.path while the command line
+    # imports itself, Warp and NumPy: none of them may import the program's json.py
+    # (running its code before the program, and the report writer then broken).
+    (tmp_path / "json.py").write_text("open('json-ran', 'w').close()\n")
+    (tmp_path / "helper.py").write_text("VALUE = 7\n")
+    own = os.path.realpath(tmp_path)
+    path = program(tmp_path, f"import helper, sys\nprint(helper.VALUE, sys.path[0] == {own!r})\n")
+    done = subprocess.run(
+        [sys.executable, *spelling, "--json", "out.json", path.name],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        timeout=300,
+    )
+    assert (done.returncode, done.stdout) == (NOTHING_CHECKED, "7 True\n"), done.stderr
+    assert not (tmp_path / "json-ran").exists()
+    (line,) = [line for line in done.stderr.splitlines() if "warning:" in line]
+    assert line.startswith("trackgen_contract: warning: json.py beside the program")
+    assert load(tmp_path / "out.json")["program"] == [path.name]
+
+
 def test_exit_message(tmp_path):
     status, _, err = trace(program(tmp_path, "import sys\nsys.exit('bye')\n"))
     assert status == 1
@@ -920,6 +946,8 @@ def test_checks_and_modules_options(tmp_path):
         (["--colour", "x.py"], "unrecognized arguments: --colour"),
         (["--js", "out.json", "x.py"], "unrecognized arguments: --js"),  # no abbreviations
         ([], "no program to run"),
+        (["--json", "x.py"], "(--json took 'x.py' as the file it writes: name that file first)"),
+        (["--write-baseline", "x.py"], "--write-baseline took 'x.py' as the file it writes"),
         (["-m"], "-m needs a module name"),
         (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
         (["--hot", "nocolon", "PROG"], "--hot takes MODULE:QUALNAME"),

@@ -465,7 +465,29 @@ def test_fixture(hot_path_guard):
     )
     assert "pytest_plugin.py" not in result.stdout.str()
     assert "guard.py" not in result.stdout.str()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"error: test_u.py:{n}: unknown category 'allocations'*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # a failed test keeps its status
+
+
+def test_an_unreadable_pragma_is_a_usage_error_where_the_tests_passed(pytester):
+    path = pytester.makepyfile(
+        test_q="""
+import pytest
+import warp as wp
+
+@pytest.mark.hot_path(strict=False)
+def test_passes():
+    wp.synchronize()  # trackgen_contract: allow host_sync
+
+def unused():
+    pass  # trackgen_contract: allow hostsync
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    n = line_of(path, "hostsync")
+    result.stdout.fnmatch_lines([f"error: test_q.py:{n}: unknown category 'hostsync'*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
 WITH_ITEMS = """\

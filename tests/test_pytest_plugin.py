@@ -495,16 +495,22 @@ import pytest
 def test_marked():
     pass
 
+def test_fixture(hot_path_guard):
+    pass
+
 def test_plain():
     pass
 """
     )
     monkeypatch.setenv("TRACKGEN_CONTRACT_PURE_PYTHON", "yes")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines(
         [
             "*test_marked*@pytest.mark.hot_path: TRACKGEN_CONTRACT_PURE_PYTHON must be 1, 0 or"
-            " empty, not 'yes'"
+            " empty, not 'yes'",
+            "*test_fixture*the hot_path_guard fixture: TRACKGEN_CONTRACT_PURE_PYTHON must be 1,"
+            " 0 or empty, not 'yes'",
         ]
     )
+    assert "pytest_plugin.py" not in result.stdout.str()  # a setup error, not the plugin's

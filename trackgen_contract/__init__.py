@@ -11,6 +11,10 @@ tool (Python >= 3.12) or ``sys.setprofile`` (3.11).
         generator.generate()   # raises HotPathViolation at the first breach
 """
 
+from . import startpath
+
+startpath.set_aside()  # before anything else is imported: see there
+
 from . import sanction
 from .guard import (
     HotPathGuard,

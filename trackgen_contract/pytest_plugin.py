@@ -38,7 +38,7 @@ from .project import OutputError, check_writable, claim, portable_path, project_
 from .recording import Row, rows
 from .rules import Key, Violation
 from .sites import Site, is_internal
-from .tracer import keep_armed
+from .tracer import check_setting, keep_armed
 
 _MARKER_HELP = (
     "hot_path(**options): run the test's call phase (not its fixtures) under a "
@@ -527,5 +527,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(name="hot_path_guard")
 def guard_factory(request: pytest.FixtureRequest) -> Callable[..., HotPathGuard]:
     """A guard factory: `trackgen_contract.hot_path_guard`, to guard part of a test."""
-    request.config.stash[_STATE].keep_armed()
-    return hot_path_guard
+    try:
+        check_setting()
+    except ValueError as exc:  # the test's setup error, as a marked test's
+        message = f"{request.node.nodeid}: the hot_path_guard fixture: {exc}"
+    else:
+        request.config.stash[_STATE].keep_armed()
+        return hot_path_guard
+    pytest.fail(message, pytrace=False)  # outside the except: no "during handling" echo

@@ -27,6 +27,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import CodeType
 
+from . import startpath
 from .project import relative_path
 from .tracer import critical
 
@@ -122,7 +123,9 @@ class Program:
     def prepare(self) -> None:
         """Set sys.argv and sys.path[0] as the program expects, before imports for it."""
         sys.argv[:] = self.argv
-        if not sys.flags.safe_path:
+        if startpath.SET_ASIDE is not None:
+            sys.path.insert(0, self.path0)  # where `-m trackgen_contract.trace` put the cwd
+        elif not sys.flags.safe_path:
             sys.path[0] = self.path0  # in place of the one `-m trackgen_contract.trace` put
         elif self.imported_from_path0:
             sys.path.insert(0, self.path0)  # -P (PYTHONSAFEPATH) puts only this one first

@@ -17,6 +17,7 @@ import argparse
 import atexit
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -181,6 +182,17 @@ def _split(argv: list[str]) -> tuple[list[str], tuple[str, str, list[str]] | Non
 
 
 # --- options, checked in the command line's own terms --------------------------------------
+
+
+def _taken(options: argparse.Namespace) -> str:
+    """Where an option that writes a file took a script's name as its path (its own path
+    left out: `--json prog.py`), the words that say so; else nothing."""
+    for option in ("json", "sarif", "write_baseline"):
+        value = getattr(options, option)
+        if value is not None and value.endswith(".py"):
+            flag = "--" + option.replace("_", "-")
+            return f" ({flag} took {value!r} as the file it writes: name that file first)"
+    return ""
 
 
 def _items(text: str) -> list[str]:
@@ -362,7 +374,7 @@ def _setup(argv: list[str]) -> _Setup:
     options = _parser().parse_args(options_argv)
     check_setting()
     if target is None:
-        raise UsageError("no program to run: name a script, or a module with -m")
+        raise UsageError("no program to run: name a script, or a module with -m" + _taken(options))
     if options.baseline and options.write_baseline:
         raise UsageError(
             "--baseline and --write-baseline go one at a time: compare with the baseline, "
@@ -684,8 +696,6 @@ def _path_of(root: os.PathLike[str]):  # type: ignore[no-untyped-def]
 def _write(setup: _Setup, findings: Findings, outcome: Outcome, root: os.PathLike[str]) -> None:
     options = setup.options
     if options.json:
-        import json
-
         warp = sys.modules.get("warp")
         document = to_json(
             findings,
