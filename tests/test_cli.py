@@ -18,7 +18,7 @@ import pytest
 from trackgen_contract import report
 from trackgen_contract.recording import Recording, Scoped
 from trackgen_contract.rules import make_policy
-from trackgen_contract.trace import BREACHES, NOTHING_CHECKED
+from trackgen_contract.trace import BREACHES, NOTHING_CHECKED, PROG
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -215,6 +215,20 @@ def test_run_from_the_programs_own_directory_its_modules_stay_its_own(tmp_path, 
     (line,) = [line for line in done.stderr.splitlines() if "warning:" in line]
     assert line.startswith("trackgen_contract: warning: json.py beside the program")
     assert load(tmp_path / "out.json")["program"] == [path.name]
+
+
+def test_a_working_directory_gone_before_the_start_is_a_usage_error(tmp_path):
+    path = program(tmp_path, "print('plain')\n")
+    done = subprocess.run(
+        ["sh", "-c", 'mkdir gone && cd gone && rmdir ../gone && exec "$0" "$@"', sys.executable,
+         "-m", "trackgen_contract.trace", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2  # sh's own complaint about the directory comes first
+    assert f"{PROG}: error: the working directory cannot be read" in done.stderr
 
 
 def test_exit_message(tmp_path):

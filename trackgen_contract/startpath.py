@@ -9,30 +9,44 @@ the program runs (`runner.Program.prepare`): the program's modules that share a 
 one imported by then are named in a warning, as from any other directory.
 
 Called first by the package: this module imports nothing that a directory could shadow
-(``os`` and ``sys`` are loaded before any directory is on sys.path).
+(not even ``__future__``, which an installed copy has not loaded by then).
 """
 
-from __future__ import annotations
-
-import os
+import os  # frozen, and sys built in: no directory shadows them
 import sys
 
 COMMAND = "trackgen_contract.trace"
+_TAKES_VALUE = "cmWX"  # the interpreter's short options that take a value
+
+
+def _module_run() -> str | None:
+    """The module the interpreter's ``-m`` names, read from ``sys.orig_argv`` as Python's
+    own option parser reads it (``-m NAME``, ``-mNAME``, ``-Bm NAME``, ``-BmNAME``, after
+    any ``-X``/``-W`` value); None where it runs a script, ``-c`` or standard input."""
+    args = iter(getattr(sys, "orig_argv", [])[1:])
+    for arg in args:
+        if arg == "--check-hash-based-pycs":
+            next(args, None)
+            continue
+        if arg == "-" or arg == "--" or not arg.startswith("-"):
+            return None
+        if arg.startswith("--"):  # --help and the like
+            continue
+        for at, option in enumerate(arg[1:], start=2):
+            if option in _TAKES_VALUE:
+                value = arg[at:] or next(args, None)
+                if option == "m":
+                    return value
+                if option == "c":
+                    return None
+                break  # -W, -X: the value read, the next argument is an option again
+    return None
 
 
 def _runs_command_line() -> bool:
     """Whether Python is importing this package to run ``-m trackgen_contract.trace``:
-    ``sys.argv[0]`` is ``"-m"`` while Python looks a ``-m`` module up, and the module is
-    the one named after the interpreter's ``-m`` (``-m NAME``, ``-mNAME``, ``-Bm NAME``)."""
-    if sys.argv[:1] != ["-m"]:
-        return False
-    args = getattr(sys, "orig_argv", [])[1:]
-    for arg, following in zip(args, [*args[1:], None], strict=False):
-        if arg == f"-m{COMMAND}":
-            return True
-        if arg.startswith("-") and not arg.startswith("--") and arg.endswith("m"):
-            return following == COMMAND
-    return False
+    ``sys.argv[0]`` is ``"-m"`` while Python looks a ``-m`` module up."""
+    return sys.argv[:1] == ["-m"] and _module_run() == COMMAND
 
 
 SET_ASIDE: str | None = None  # the entry taken off sys.path, if any

@@ -370,6 +370,12 @@ class _Setup:
 
 
 def _setup(argv: list[str]) -> _Setup:
+    try:  # the report's paths are made relative to it
+        os.getcwd()
+    except OSError as exc:
+        raise UsageError(
+            f"the working directory cannot be read ({exc.strerror}): run from one that exists"
+        ) from None
     options_argv, target = _split(argv)
     options = _parser().parse_args(options_argv)
     check_setting()
