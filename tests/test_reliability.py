@@ -1551,3 +1551,109 @@ def test_a_signal_a_waiting_handler_raises_runs_with_it_not_at_the_next_entry(mo
         signal.signal(signal.SIGUSR1, previous[0])
         signal.signal(signal.SIGUSR2, previous[1])
     assert_nothing_left()
+
+
+class _One(BaseException):
+    """A handler's exception that no ``except Exception`` takes (as KeyboardInterrupt)."""
+
+
+class _Two(BaseException):
+    pass
+
+
+def test_two_handlers_that_raise_while_a_guard_exits_reach_the_program_chained(monkeypatch):
+    # BUG: both handlers of signals that waited for a guard's exit ran, and the second
+    # one's exception was dropped. Python shows a second handler's exception, raised while
+    # the first one's is handled, with the first as its context.
+    from trackgen_contract import guard as guard_module
+
+    def raising(kind):
+        def handler(signum, frame):
+            raise kind()
+
+        return handler
+
+    restore = guard_module._debug_sync.restore
+
+    def restore_with_two_signals(generation):
+        signal.raise_signal(signal.SIGUSR1)  # both arrive while the guard is being exited
+        signal.raise_signal(signal.SIGUSR2)
+        return restore(generation)
+
+    previous = (
+        signal.signal(signal.SIGUSR1, raising(_One)),
+        signal.signal(signal.SIGUSR2, raising(_Two)),
+    )
+    try:
+        with pytest.raises(_Two) as raised:
+            with no_host_sync(strict=False):
+                monkeypatch.setattr(guard_module._debug_sync, "restore", restore_with_two_signals)
+    finally:
+        signal.signal(signal.SIGUSR1, previous[0])
+        signal.signal(signal.SIGUSR2, previous[1])
+    assert isinstance(raised.value.__context__, _One)
+
+
+def test_chained_handler_exceptions_never_loop():
+    first, second = _One(), _Two()
+    second.__context__ = first  # the second handler raised while handling the first
+    assert critical._chained(second, first) is second and first.__context__ is None
+    again = critical._chained(first, second)  # the first raised again after the second
+    assert again is first and first.__context__ is None
+
+
+def test_a_handlers_exception_at_a_clean_site_reaches_the_call(ones):
+    # BUG: a signal handler's exception (TimeoutError, as timeouts raise) that landed
+    # while a clean site was answered from the caller's frame was taken for a failing
+    # `counts` of a tracer: swallowed, and the site's later calls judged in full (where a
+    # strict guard then refused the clean call on its bound `stream=None`).
+    def handler(signum, frame):
+        raise TimeoutError("from the program's handler")
+
+    asked = []
+
+    def counts(op, module):  # runs where the clean site is answered
+        asked.append(op)
+        if len(asked) == 1:
+            signal.raise_signal(signal.SIGUSR1)
+        return True
+
+    def loop():
+        for _ in range(3):
+            wp.launch(add_one, 8, inputs=[ones], stream=None)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with stream_explicit(strict=False) as guard:
+            loop()  # the site judged, clean, and then answered from the caller's frame
+            with Tracer(lambda call: None, every_call=False, counts=counts):
+                with pytest.raises(TimeoutError, match="from the program's handler"):
+                    loop()
+                loop()  # asked again, answered: the calls are counted
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not guard.violations
+    # 3.11 removes a profile function that raises: the guard is blind from there (README).
+    assert (guard.ok, len(asked)) == ((False, 1) if PY311 else (True, 2))
+
+
+def test_a_failed_allocation_while_a_guard_is_counted_leaves_the_books_as_they_were():
+    # BUG: a MemoryError part way through counting a guard's entries left it counted: the
+    # tool id was held for good, though no guard was running.
+    from trackgen_contract.tracer.arming import Books
+
+    class Fails:
+        @property
+        def code(self):
+            raise MemoryError
+
+    books = Books()
+    kept = tuple(trackgen_contract.registry.installed())[:3]
+    books.add(kept)
+    before = (dict(books.counts), dict(books.per_code), dict(books.wanted), books.version)
+    failing = (*kept[:2], Fails())  # fails after two entries were counted
+    with pytest.raises(MemoryError):
+        books.add(failing)
+    assert (dict(books.counts), dict(books.per_code), dict(books.wanted), books.version) == (before)
+    books.remove(kept)
+    assert not books.counts and not books.per_code and not books.wanted

@@ -81,6 +81,7 @@ typedef struct {
     PyObject *last;      /* fastpath.last */
     PyObject *quiet;     /* fastpath.quiet */
     PyObject *counting;  /* fastpath.counting */
+    PyObject *by_handler;  /* fastpath.raised_by_handler */
     PyTypeObject *clean_type, *several_type, *binding_type, *receiver_type, *step_type;
     PyTypeObject *item_type, *part_type, *spread_type, *quiet_type, *repeat_type;
     PyObject *binding_holds;  /* Binding.holds: a Spread's `loads` may be it, bound */
@@ -703,17 +704,32 @@ site_check(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject 
     return loads > 0 ? ANSWERED : FULL;
 }
 
+/* Whether the error set came out of a signal handler that a guard wrapped
+ * (fastpath.raised_by_handler): the program's own, to pass on. It stays set. */
+static int
+handler_raised(CleanFilter *self)
+{
+    PyObject *error = PyErr_GetRaisedException();
+    PyObject *answer = PyObject_CallOneArg(self->by_handler, error);
+    int raised = answer == Py_True;
+    Py_XDECREF(answer);
+    PyErr_Clear();  /* the test's own failure: not the handler's then */
+    PyErr_SetRaisedException(error);
+    return raised;
+}
+
 /* site_check, its error handled as the Python callback handles a check's: an Exception
  * means the site does not load the function that way (FULL, the error cleared: the
  * callback tests again), and any other (a KeyboardInterrupt that a signal handler raised
- * in the check, say) reaches the call (FAILED, the error set). */
+ * in the check, say), or one a signal handler raised, reaches the call (FAILED, the
+ * error set). */
 static int
 site_loads(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject *caller,
            PyObject *globals)
 {
     int loads = site_check(self, binding, check, caller, globals);
     if (loads != ANSWERED && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception) || handler_raised(self)) {
             return FAILED;
         }
         PyErr_Clear();
@@ -1127,6 +1143,7 @@ filter_traverse(CleanFilter *self, visitproc visit, void *arg)
     Py_VISIT(self->last);
     Py_VISIT(self->quiet);
     Py_VISIT(self->counting);
+    Py_VISIT(self->by_handler);
     Py_VISIT(self->clean_type);
     Py_VISIT(self->several_type);
     Py_VISIT(self->binding_type);
@@ -1153,6 +1170,7 @@ filter_clear(CleanFilter *self)
     Py_CLEAR(self->last);
     Py_CLEAR(self->quiet);
     Py_CLEAR(self->counting);
+    Py_CLEAR(self->by_handler);
     Py_CLEAR(self->clean_type);
     Py_CLEAR(self->several_type);
     Py_CLEAR(self->binding_type);
@@ -1234,6 +1252,7 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
         || take(fastpath, "repeats", &self->repeats) < 0
         || take(fastpath, "quiet", &self->quiet) < 0
         || take(fastpath, "counting", &self->counting) < 0
+        || take(fastpath, "raised_by_handler", &self->by_handler) < 0
         || get_type(fastpath, "Clean", &self->clean_type) < 0
         || get_type(fastpath, "_Several", &self->several_type) < 0
         || get_type(fastpath, "Binding", &self->binding_type) < 0

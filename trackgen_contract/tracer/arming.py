@@ -35,20 +35,28 @@ class Books:
         self.version = 0  # changes whenever `wanted` does
         self.syncing = False
 
+    # add and remove make any table they change anew and put them all in place at the
+    # end, so that one that fails part way (a MemoryError) leaves the books as they were:
+    # a count kept for a guard that never started would hold the tool id for good.
+
     def add(self, entries: tuple[Entry, ...]) -> None:
         key = id(entries)
         count = self.counts.get(key, 0)
-        self.counts[key] = count + 1
         if count:
+            self.counts[key] = count + 1  # one store of an existing key
             return
-        self.lists[key] = entries
+        per_code, wanted, version = dict(self.per_code), dict(self.wanted), self.version
         for entry in entries:
             code = id(entry.code)
-            held = self.per_code.get(code, 0)
-            self.per_code[code] = held + 1
+            held = per_code.get(code, 0)
+            per_code[code] = held + 1
             if not held:
-                self.wanted[code] = entry
-                self.version += 1
+                wanted[code] = entry
+                version += 1
+        counts, lists = {**self.counts, key: 1}, {**self.lists, key: entries}
+        self.counts, self.lists, self.per_code, self.wanted, self.version = (
+            counts, lists, per_code, wanted, version
+        )  # fmt: skip
 
     def remove(self, entries: tuple[Entry, ...]) -> None:
         key = id(entries)
@@ -58,14 +66,19 @@ class Books:
             return
         if key not in self.counts:
             return
-        del self.counts[key], self.lists[key]
+        per_code, wanted, version = dict(self.per_code), dict(self.wanted), self.version
         for entry in entries:
             code = id(entry.code)
-            if self.per_code[code] > 1:
-                self.per_code[code] -= 1
+            if per_code[code] > 1:
+                per_code[code] -= 1
             else:
-                del self.per_code[code], self.wanted[code]
-                self.version += 1
+                del per_code[code], wanted[code]
+                version += 1
+        counts, lists = dict(self.counts), dict(self.lists)
+        del counts[key], lists[key]
+        self.counts, self.lists, self.per_code, self.wanted, self.version = (
+            counts, lists, per_code, wanted, version
+        )  # fmt: skip
 
     def reset(self) -> None:
         """Forget everything (a forked child; its lock may be held by a thread it lacks)."""

@@ -347,8 +347,9 @@ def _finish() -> None:
 @entry
 def _deliver() -> None:
     """Run the handlers of the signals that waited, in order, and of those that arrive
-    meanwhile (a handler may raise a signal: it waits too, here); the first exception one
-    raises is raised once all have run."""
+    meanwhile (a handler may raise a signal: it waits too, here). Once all have run, the
+    last exception one raised is raised, each earlier one its ``__context__``: as Python
+    shows a second handler's exception, raised while the first one's is handled."""
     error: BaseException | None = None
     while _state.pending:
         pending, _state.pending = _state.pending, []
@@ -356,9 +357,44 @@ def _deliver() -> None:
             try:
                 handler(signum, frame)
             except BaseException as exc:
-                error = error or exc
+                error = _chained(exc, error)
     if error is not None:
         raise error
+
+
+def _chained(later: BaseException, earlier: BaseException | None) -> BaseException:
+    """`later`, with `earlier` at the end of its chain of contexts where the two chains
+    share no exception (a handler may raise the same exception again, or one it caught):
+    a chain never loops."""
+    if earlier is None:
+        return later
+    chain = _contexts(later)
+    if chain.keys().isdisjoint(_contexts(earlier)):
+        chain[next(reversed(chain))].__context__ = earlier
+    return later
+
+
+def _contexts(error: BaseException) -> dict[int, BaseException]:
+    """`error` and its chain of contexts, by id, in order (a loop, which CPython never
+    makes, is cut where it comes back)."""
+    chain: dict[int, BaseException] = {}
+    link: BaseException | None = error
+    while link is not None and id(link) not in chain:
+        chain[id(link)] = link
+        link = link.__context__
+    return chain
+
+
+def raised_by_handler(error: BaseException) -> bool:
+    """Whether `error` came out of a signal handler that a guard wrapped (the wrapper's
+    frame is in its traceback): the program's own exception, to pass on, never taken for
+    a failure of this package's."""
+    wrapper, tb = _Wrapper.__call__.__code__, error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is wrapper:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def reset_after_fork() -> None:

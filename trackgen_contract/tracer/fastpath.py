@@ -48,6 +48,7 @@ from ..callsite.readback import class_lookup
 from ..callsite.values import Args, Const, Kwargs, Method, Ref, Star
 from ..registry import Entry
 from ..sites import module_name
+from .critical import raised_by_handler
 
 _LIMIT = 4096  # remembered sites before the table starts over
 _PY313 = sys.version_info >= (3, 13)
@@ -285,7 +286,9 @@ def counting(now: Quiet, counted: Counted) -> tuple | None:
                 counting_it.append(tracer)
     except RecursionError:  # no room so deep: judged in full (which is given room)
         return None
-    except Exception:  # a `counts` that fails: its tracer's on_call is given the calls
+    except Exception as error:  # a `counts` that fails: its tracer's on_call is given them
+        if raised_by_handler(error):
+            raise
         full = True
     answer = None if full else tuple(counting_it)
     mine[counted] = answer
@@ -309,7 +312,9 @@ def answered(tracers: tuple, callee: CodeType, caller: FrameType | None, thread:
     try:  # a check that fails, near the recursion limit say: judged in full, given room
         if clean.check is not None and not clean.check(caller):  # type: ignore[union-attr]
             return False
-    except Exception:
+    except Exception as error:
+        if raised_by_handler(error):
+            raise
         return False
     watching = counting(quiet(tracers, thread), clean.counted)  # type: ignore[union-attr]
     if watching is None:
@@ -343,7 +348,9 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
     try:  # as on the clean path
         if known.check is not None and not known.check(caller):
             return False
-    except Exception:
+    except Exception as error:
+        if raised_by_handler(error):
+            raise
         return False
     try:
         return known.answer() is not False  # False: it refused, nothing recorded

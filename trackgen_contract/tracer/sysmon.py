@@ -27,6 +27,7 @@ from ..registry import Entry, installed
 from . import fastpath
 from .arming import ArmingCore
 from .call import Dispatch
+from .critical import raised_by_handler
 
 try:
     from ._fastclean import running as _filter_running
@@ -66,8 +67,10 @@ class SysMonitoringCore(ArmingCore):
         books = self._books
         with books.lock:
             last = len(books.counts) == 1 and sum(books.counts.values()) == 1
-            blind = self._blind(tracer.entries if last else ())  # type: ignore[attr-defined]
-            self.release(tracer.entries)  # type: ignore[attr-defined]
+            try:
+                blind = self._blind(tracer.entries if last else ())  # type: ignore[attr-defined]
+            finally:  # released whatever cut the reading short (a MemoryError)
+                self.release(tracer.entries)  # type: ignore[attr-defined]
         return blind
 
     def _sync(self) -> None:
@@ -184,7 +187,9 @@ class SysMonitoringCore(ArmingCore):
                 if binding is None:
                     try:  # the check's error, near the recursion limit say: the full path
                         loads = clean.check is None or clean.check(caller)
-                    except Exception:
+                    except Exception as error:
+                        if raised_by_handler(error):
+                            raise
                         loads = False
                 else:  # Binding.holds, inline: the globals read once, no call
                     loads = (
