@@ -184,14 +184,21 @@ def _split(argv: list[str]) -> tuple[list[str], tuple[str, str, list[str]] | Non
 # --- options, checked in the command line's own terms --------------------------------------
 
 
+# The options that name a file the report writes, as argparse stores them.
+_WRITES = ("json", "sarif", "write_baseline")
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
 def _taken(options: argparse.Namespace) -> str:
     """Where an option that writes a file took a script's name as its path (its own path
     left out: `--json prog.py`), the words that say so; else nothing."""
-    for option in ("json", "sarif", "write_baseline"):
+    for option in _WRITES:
         value = getattr(options, option)
         if value is not None and value.endswith(".py"):
-            flag = "--" + option.replace("_", "-")
-            return f" ({flag} took {value!r} as the file it writes: name that file first)"
+            return f" ({_flag(option)} took {value!r} as the file it writes: name that file first)"
     return ""
 
 
@@ -343,11 +350,11 @@ def _outputs(options: argparse.Namespace, program: Program) -> dict[str, str]:
         if os.path.isfile(source):
             taken[os.path.realpath(source)] = "the program"
     outputs = {}
-    for option in ("json", "sarif", "write_baseline"):
+    for option in _WRITES:
         path = getattr(options, option)
         if not path:
             continue
-        flag = "--" + option.replace("_", "-")
+        flag = _flag(option)
         check_writable(path, flag)
         claim(taken, path, flag)
         outputs[option] = os.path.abspath(path)  # the program may change directory
@@ -371,7 +378,7 @@ class _Setup:
 
 def _setup(argv: list[str]) -> _Setup:
     try:  # the report's paths are made relative to it
-        os.getcwd()
+        cwd = os.getcwd()
     except OSError as exc:
         raise UsageError(
             f"the working directory cannot be read ({exc.strerror}): run from one that exists"
@@ -400,7 +407,7 @@ def _setup(argv: list[str]) -> _Setup:
         keep_arrays=False,
     )
     outputs = _outputs(options, program)
-    root, cwd, tool_path = project_root(), os.getcwd(), list(sys.path)
+    root, tool_path = project_root(cwd), list(sys.path)
     baseline = None
     if options.baseline:
         try:

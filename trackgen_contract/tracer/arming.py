@@ -53,10 +53,7 @@ class Books:
             if not held:
                 wanted[code] = entry
                 version += 1
-        counts, lists = {**self.counts, key: 1}, {**self.lists, key: entries}
-        self.counts, self.lists, self.per_code, self.wanted, self.version = (
-            counts, lists, per_code, wanted, version
-        )  # fmt: skip
+        self._put({**self.counts, key: 1}, {**self.lists, key: entries}, per_code, wanted, version)
 
     def remove(self, entries: tuple[Entry, ...]) -> None:
         key = id(entries)
@@ -76,6 +73,17 @@ class Books:
                 version += 1
         counts, lists = dict(self.counts), dict(self.lists)
         del counts[key], lists[key]
+        self._put(counts, lists, per_code, wanted, version)
+
+    def _put(
+        self,
+        counts: dict[int, int],
+        lists: dict[int, tuple[Entry, ...]],
+        per_code: dict[int, int],
+        wanted: dict[int, Entry],
+        version: int,
+    ) -> None:
+        """Put the tables made anew in place, all at once (see `add`)."""
         self.counts, self.lists, self.per_code, self.wanted, self.version = (
             counts, lists, per_code, wanted, version
         )  # fmt: skip
