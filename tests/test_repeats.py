@@ -4,11 +4,13 @@ tracer answers the next ones there. The record must be the one judging every cal
 would give, in every shape a site can be reached, and nothing may outlive the guard."""
 
 import gc
+import itertools
 import signal
 import sys
 import threading
 import time
 import types
+import warnings
 import weakref
 
 import pytest
@@ -23,6 +25,7 @@ from trackgen_contract import (
     sanction,
     stream_explicit,
 )
+from trackgen_contract.diagnostics import TrackgenContractWarning
 from trackgen_contract.tracer import fastpath, keep_armed
 
 ROUNDS = 6  # the first call judged, the second from the guard's memo, the rest answered
@@ -412,6 +415,30 @@ def test_a_signal_handlers_exception_in_an_answer_reaches_the_call_once():
     swallowed, twice, raised = _swallowed(lambda: no_host_sync(strict=False), wp.synchronize, 1)
     assert raised > 100
     assert (swallowed, twice) == (0, 0)
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 12), reason="3.11 removes a profile function that raises"
+)
+def test_a_signal_handlers_exception_while_a_call_is_judged_in_full_reaches_the_call():
+    # BUG: an exception a signal handler raised while a call was judged in full (reading
+    # its arguments, walking its stack, the rules) was taken for the judging's own failure:
+    # swallowed, with a warning. And one raised in the callback that forgets a dead code
+    # object's facts was printed and dropped by CPython.
+    turns = itertools.count()
+
+    def first_call_at_a_new_site():  # a new code object each turn: never answered
+        source = compile("wp.synchronize()", f"<turn {next(turns)}>", "exec")
+        exec(source, {"wp": wp})
+
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        swallowed, twice, raised = _swallowed(
+            lambda: no_host_sync(strict=False), first_call_at_a_new_site, 1
+        )
+    assert raised > 100
+    assert (swallowed, twice) == (0, 0)
+    assert not [w for w in warned if issubclass(w.category, TrackgenContractWarning)]
 
 
 def test_an_exited_guard_is_not_kept_alive_inside_keep_armed():

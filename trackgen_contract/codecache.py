@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from functools import partial
 from types import CodeType
 from typing import Generic, TypeVar
 
@@ -35,8 +36,11 @@ class CodeCache(Generic[V]):
     def put(self, code: CodeType, value: V) -> V:
         key = id(code)
         entries = self._entries
+        # The callback, called with the dead reference, pops the key (the reference is
+        # pop's default). All in C: a Python callback is a frame where a signal handler of
+        # the program's could run, and CPython prints and drops what a callback raises.
         try:
-            ref = weakref.ref(code, lambda _, key=key: entries.pop(key, None))
+            ref = weakref.ref(code, partial(entries.pop, key))
         except TypeError:  # not weakly referenceable: not kept
             return value
         entries[key] = (ref, value)

@@ -39,6 +39,7 @@ from .registry import (
 )
 from .sites import Site
 from .tracer import WarpCall
+from .tracer.critical import raised_by_handler
 from .tracer.fastpath import Check  # of a caller's frame (see `WarpCall.repeat_check`)
 
 #: Violation categories, in report order.
@@ -669,10 +670,14 @@ def judge(call: WarpCall, policy: Policy) -> list[Finding]:
     try:
         return _judge(call, policy)
     except Exception as error:
+        if raised_by_handler(error):
+            raise
         call.degrade(error)
     try:
         return _judge(call, policy)
-    except Exception:
+    except Exception as error:
+        if raised_by_handler(error):
+            raise
         return []  # nothing can be said of it; the warning above names it
 
 

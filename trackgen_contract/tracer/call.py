@@ -11,6 +11,7 @@ from .. import callsite, diagnostics, hotpaths
 from ..registry import Entry, Registry, installed
 from ..sites import Site, in_warp, is_internal, is_launcher
 from . import fastpath
+from .critical import raised_by_handler
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _UNREAD = object()
@@ -169,6 +170,8 @@ class WarpCall:
         try:
             value = compute(frame)
         except Exception as error:  # this package's own failure: never the user's problem
+            if raised_by_handler(error):
+                raise
             value = fallback(frame) if callable(fallback) else fallback
             self._unanalysed(error)
         values[name] = value
@@ -207,6 +210,8 @@ class WarpCall:
             try:
                 value = callsite.passed(frame, self.entry.parameters)
             except Exception as error:
+                if raised_by_handler(error):
+                    raise
                 value = callsite.decision.UNKNOWN_CALL
                 self._unanalysed(error)
             self._explicit = value
@@ -226,6 +231,8 @@ class WarpCall:
             elif not self.direct:  # a memset, sync... Warp makes: its site and globals do
                 fastpath.learn_site(frame.f_back, self.entry)
         except Exception as error:  # a site not remembered is only slower
+            if raised_by_handler(error):
+                raise
             self._unanalysed(error)
 
     def repeat_check(self) -> fastpath.Check | bool:
@@ -238,6 +245,8 @@ class WarpCall:
         try:
             return fastpath.repeat_check(frame.f_back, frame.f_code)
         except Exception as error:  # a site not recognised again is only slower
+            if raised_by_handler(error):
+                raise
             self._unanalysed(error)
             return False
 
@@ -256,7 +265,9 @@ class WarpCall:
         caller = frame and frame.f_back
         try:
             return caller is not None and check(caller)  # type: ignore[arg-type]
-        except Exception:  # not recognised: judged in full, as the first call was
+        except Exception as error:  # not recognised: judged in full, as the first call was
+            if raised_by_handler(error):
+                raise
             return False
 
     def degrade(self, error: Exception) -> None:
@@ -406,7 +417,9 @@ def _program_site(frame: FrameType | None) -> Site:
 def _safe_site(frame: FrameType | None) -> Site:
     try:
         return Site.of(frame)
-    except Exception:
+    except Exception as error:
+        if raised_by_handler(error):
+            raise
         return Site.of(None)
 
 
