@@ -1553,6 +1553,31 @@ def test_a_signal_a_waiting_handler_raises_runs_with_it_not_at_the_next_entry(mo
     assert_nothing_left()
 
 
+def test_a_signal_raised_inside_a_running_handler_is_handled_there():
+    # BUG: a signal that arrived while a wrapped handler of the program's ran (a watchdog
+    # turning a timeout into Ctrl-C) was taken for one arriving on the way into a guard's
+    # entry or exit: it waited there, and the KeyboardInterrupt came only at the exit.
+    def watchdog(signum, frame):
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGUSR1, watchdog)
+    where = None
+    try:
+        with no_host_sync(strict=False) as guard:
+            try:
+                signal.raise_signal(signal.SIGUSR1)
+                wp.synchronize()
+            except KeyboardInterrupt:
+                where = "in the block"
+    except KeyboardInterrupt:
+        where = "at the guard's exit"
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert where == "in the block"
+    assert not guard.violations  # before the call, as unguarded
+    assert_nothing_left()
+
+
 class _One(BaseException):
     """A handler's exception that no ``except Exception`` takes (as KeyboardInterrupt)."""
 

@@ -87,7 +87,6 @@ class _Wrapper:
     def __init__(self, original: Callable) -> None:
         self.original = original
 
-    @entry
     def __call__(self, signum: int, frame: FrameType | None) -> object:
         _state.arrivals[signum] = _state.arrivals.get(signum, 0) + 1
         if _state.depth > 0 or _on_the_way_in(frame):
