@@ -1,7 +1,9 @@
 """Checks shared by the tests."""
 
 import gc
+import signal
 import sys
+import time
 
 import pytest
 import warp as wp
@@ -86,3 +88,57 @@ def volume_on_cpu(data):
         if "Only CUDA devices" not in str(error):
             raise
         pytest.skip(f"warp-lang {wp.config.version}: {error}")
+
+
+class Alarm(Exception):
+    """What a signal handler of the program's raises (a timeout, say)."""
+
+
+def signal_storm(guarded, calls, breaches, *, alarm=Alarm, set_inside=False):
+    """Run `calls` (`breaches` breaching calls) twice under `guarded()`, which yields its
+    guard, then in a loop for a second while SIGALRM fires every 0.2 ms with a handler that
+    raises `alarm` (once per turn). The handler is set before the guard is entered (and so
+    wrapped by it), or with `set_inside` in its block (as a program run by the command line
+    sets it). Returns how many loop turns had a handler raise and yet ran to their end (the
+    exception swallowed on the way), how many turns recorded more breaches than they made,
+    and how many handlers raised."""
+    raised_here, raised = [False], [0]
+
+    def handler(signum, frame):
+        if armed[0] and not raised_here[0]:  # one per turn: none while one propagates
+            raised[0] += 1
+            raised_here[0] = True
+            raise alarm("from the program's handler")
+
+    armed, swallowed, twice = [False], 0, 0
+    previous = signal.getsignal(signal.SIGALRM)
+    collecting = gc.isenabled()
+    gc.disable()  # a handler run inside a gc callback (some plugins install one) is lost
+    try:
+        if not set_inside:
+            signal.signal(signal.SIGALRM, handler)
+        with guarded() as guard:
+            if set_inside:
+                signal.signal(signal.SIGALRM, handler)
+            calls()  # judged in full, then from the guard's memo: before any signal
+            calls()
+            signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                before = len(guard.violations)
+                raised_here[0] = False
+                try:
+                    armed[0] = True
+                    calls()
+                    armed[0] = False
+                    swallowed += raised_here[0]
+                except alarm:
+                    armed[0] = False
+                twice += len(guard.violations) - before > breaches
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if collecting:
+            gc.enable()
+    return swallowed, twice, raised[0]

@@ -692,7 +692,7 @@ def test_a_guard_where_sigint_is_ignored_leaves_it_ignored_and_wraps_a_handler_s
     # An entry that finds nothing to wrap changes nothing, and a Ctrl-C stays ignored;
     # a handler the program then sets is wrapped by the next entry, inside keep_armed too.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    uncallable = {s: h for s in critical._SIGNALS if not callable(h := signal.getsignal(s))}
+    uncallable = {s: h for s in critical.SIGNALS if not callable(h := signal.getsignal(s))}
     with keep_armed():
         with hot_path_guard(strict=False):
             signal.raise_signal(signal.SIGINT)  # ignored: nothing raised

@@ -4,18 +4,15 @@ tracer answers the next ones there. The record must be the one judging every cal
 would give, in every shape a site can be reached, and nothing may outlive the guard."""
 
 import gc
-import itertools
-import signal
 import sys
 import threading
-import time
 import types
-import warnings
 import weakref
 
 import pytest
 import warp as wp
 from acme.kernels import add_one
+from helpers import signal_storm
 
 from trackgen_contract import (
     HotPathViolation,
@@ -25,7 +22,6 @@ from trackgen_contract import (
     sanction,
     stream_explicit,
 )
-from trackgen_contract.diagnostics import TrackgenContractWarning
 from trackgen_contract.tracer import fastpath, keep_armed
 
 ROUNDS = 6  # the first call judged, the second from the guard's memo, the rest answered
@@ -358,87 +354,15 @@ def test_a_guard_made_strict_in_its_block_refuses_repeats_as_judging_would():
         assert answered == (4, 6)
 
 
-class _Alarm(Exception):
-    """What a signal handler of the user's raises (a timeout, say)."""
-
-
-def _swallowed(guarded, calls, breaches):
-    """Run `calls` (`breaches` breaching calls) twice under `guarded()`, which yields its
-    guard, then in a loop for a second while SIGALRM fires every 0.2 ms with a handler that
-    raises (once per turn): how many loop turns had a handler raise and yet ran to their end
-    (the exception swallowed on the way), how many turns recorded more breaches than they
-    made, and how many handlers raised."""
-    raised_here, raised = [False], [0]
-
-    def handler(signum, frame):
-        if armed[0] and not raised_here[0]:  # one per turn: none while one propagates
-            raised[0] += 1
-            raised_here[0] = True
-            raise _Alarm
-
-    armed, swallowed, twice = [False], 0, 0
-    previous = signal.signal(signal.SIGALRM, handler)
-    collecting = gc.isenabled()
-    gc.disable()  # a handler run inside a gc callback (some plugins install one) is lost
-    try:
-        with guarded() as guard:
-            calls()  # judged in full, then from the guard's memo: before any signal
-            calls()
-            signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                before = len(guard.violations)
-                raised_here[0] = False
-                try:
-                    armed[0] = True
-                    calls()
-                    armed[0] = False
-                    swallowed += raised_here[0]
-                except _Alarm:
-                    armed[0] = False
-                twice += len(guard.violations) - before > breaches
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if collecting:
-            gc.enable()
-    return swallowed, twice, raised[0]
-
-
 @pytest.mark.skipif(
     sys.version_info < (3, 12), reason="3.11 removes a profile function that raises"
 )
 def test_a_signal_handlers_exception_in_an_answer_reaches_the_call_once():
     # BUG: an exception a signal handler raised inside the guard's answer was taken for
     # the answer's own failure: swallowed, and the call judged again and recorded twice.
-    swallowed, twice, raised = _swallowed(lambda: no_host_sync(strict=False), wp.synchronize, 1)
+    swallowed, twice, raised = signal_storm(lambda: no_host_sync(strict=False), wp.synchronize, 1)
     assert raised > 100
     assert (swallowed, twice) == (0, 0)
-
-
-@pytest.mark.skipif(
-    sys.version_info < (3, 12), reason="3.11 removes a profile function that raises"
-)
-def test_a_signal_handlers_exception_while_a_call_is_judged_in_full_reaches_the_call():
-    # BUG: an exception a signal handler raised while a call was judged in full (reading
-    # its arguments, walking its stack, the rules) was taken for the judging's own failure:
-    # swallowed, with a warning. And one raised in the callback that forgets a dead code
-    # object's facts was printed and dropped by CPython.
-    turns = itertools.count()
-
-    def first_call_at_a_new_site():  # a new code object each turn: never answered
-        source = compile("wp.synchronize()", f"<turn {next(turns)}>", "exec")
-        exec(source, {"wp": wp})
-
-    with warnings.catch_warnings(record=True) as warned:
-        warnings.simplefilter("always")
-        swallowed, twice, raised = _swallowed(
-            lambda: no_host_sync(strict=False), first_call_at_a_new_site, 1
-        )
-    assert raised > 100
-    assert (swallowed, twice) == (0, 0)
-    assert not [w for w in warned if issubclass(w.category, TrackgenContractWarning)]
 
 
 def test_an_exited_guard_is_not_kept_alive_inside_keep_armed():

@@ -15,6 +15,8 @@ from functools import partial
 from types import CodeType
 from typing import Generic, TypeVar
 
+from .handlers import raised_by_handler
+
 V = TypeVar("V")
 
 _caches: list[weakref.ref[CodeCache]] = []
@@ -41,7 +43,9 @@ class CodeCache(Generic[V]):
         # the program's could run, and CPython prints and drops what a callback raises.
         try:
             ref = weakref.ref(code, partial(entries.pop, key))
-        except TypeError:  # not weakly referenceable: not kept
+        except TypeError as error:  # not weakly referenceable: not kept
+            if raised_by_handler(error):
+                raise
             return value
         entries[key] = (ref, value)
         return value

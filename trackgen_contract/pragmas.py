@@ -20,6 +20,7 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .handlers import raised_by_handler
 from .rules import CATEGORIES, Violation
 from .sites import Site, lines_of
 
@@ -113,8 +114,9 @@ def _comments(lines: list[str]) -> dict[int, str]:
         for token in tokenize.generate_tokens(iter(lines).__next__):
             if token.type == tokenize.COMMENT:
                 found[token.start[0]] = token.string
-    except (StopIteration, SyntaxError, tokenize.TokenError):
-        pass
+    except (StopIteration, SyntaxError, tokenize.TokenError) as error:
+        if raised_by_handler(error):
+            raise
     return found
 
 

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from . import sanction
 from .callsite.readback import Unresolved, attribute, is_one_of
+from .handlers import raised_by_handler
 from .registry import (
     ALLOC,
     ALLOCATOR,
@@ -39,7 +40,6 @@ from .registry import (
 )
 from .sites import Site
 from .tracer import WarpCall
-from .tracer.critical import raised_by_handler
 from .tracer.fastpath import Check  # of a caller's frame (see `WarpCall.repeat_check`)
 
 #: Violation categories, in report order.

@@ -16,6 +16,7 @@ import importlib.util
 import io
 import linecache
 import os
+import stat
 import sys
 import tokenize
 import zipimport
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from types import CodeType, FrameType
 
 from .codecache import CodeCache
+from .handlers import raised_by_handler
 
 
 def _package_dir(name: str) -> str:
@@ -53,10 +55,32 @@ def _classify(code: CodeType) -> tuple[bool, bool]:
     path = code.co_filename
     if not os.path.isabs(path) or path.startswith("<"):
         return False, False
-    real = os.path.realpath(path)
+    real = _real_path(path)
     programs = tuple(os.path.join(d, "") for d in _WARP_PROGRAM_DIRS)
     in_warp = real.startswith(_warp_dir) and not real[len(_warp_dir) :].startswith(programs)
     return in_warp, in_warp or real.startswith(_OWN_DIR)
+
+
+# os.path's own realpath and isfile take any OSError on their way for a missing file: a
+# TimeoutError a signal handler of the program's raised there too, which would be lost.
+
+
+def _real_path(path: str) -> str:
+    try:
+        return os.path.realpath(path, strict=True)
+    except OSError as error:
+        if raised_by_handler(error):
+            raise
+        return os.path.realpath(path)  # a part missing: resolved as far as it goes
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the name
+        if raised_by_handler(error):
+            raise
+        return False
 
 
 def in_warp(frame: FrameType) -> bool:
@@ -205,7 +229,9 @@ def _with_item_line(code: CodeType, raw: bytes, lasti: int) -> int | None:
     lines[0] = lines[0].encode("utf-8")[column:].decode("utf-8", "replace")  # bytes
     try:
         node = ast.parse("".join(lines)).body[0]
-    except (SyntaxError, ValueError, IndexError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, IndexError, RecursionError, MemoryError) as error:
+        if raised_by_handler(error):
+            raise
         return None  # the file changed since, or cannot be read
     if not isinstance(node, (ast.With, ast.AsyncWith)) or node.lineno != 1:
         return None
@@ -253,14 +279,16 @@ def _read_lines(filename: str) -> list[str]:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         with io.TextIOWrapper(io.BytesIO(data), encoding) as text:  # lines as Python's
             return text.readlines()
-    except _UNREADABLE:
+    except _UNREADABLE as error:
+        if raised_by_handler(error):
+            raise
         return []
 
 
 def _on_disk(filename: str) -> str | None:
     """`filename`, or a relative one found below a directory of sys.path (as linecache
     looks for it), where it is a file on disk."""
-    if os.path.isfile(filename):
+    if _is_file(filename):
         return filename
     path = getattr(sys, "path", None)
     if os.path.isabs(filename) or type(path) is not list:
@@ -268,7 +296,7 @@ def _on_disk(filename: str) -> str | None:
     for directory in list(path):
         if type(directory) is str:
             found = os.path.join(directory, filename)
-            if os.path.isfile(found):
+            if _is_file(found):
                 return found
     return None
 

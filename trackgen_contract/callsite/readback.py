@@ -20,6 +20,7 @@ from types import CodeType, FrameType
 from typing import TypeVar
 
 from ..codecache import CodeCache
+from ..handlers import raised_by_handler
 from .values import Const, Method, OneOf, Ref, options
 
 T = TypeVar("T")
@@ -128,7 +129,9 @@ def _instance_attribute(obj: object, name: str) -> object:
         if type(value) is types.MemberDescriptorType:  # a __slots__ entry
             try:
                 return value.__get__(obj, cls)
-            except AttributeError:
+            except AttributeError as error:
+                if raised_by_handler(error):
+                    raise
                 raise Unresolved(name) from None
         raise Unresolved(f"{name} is a data descriptor")
     namespace = _instance_dict(obj)
@@ -198,7 +201,9 @@ def _dict_item(mapping: dict, key: object) -> object:
                 return value
             if _key_kind(stored) is kind and _plain_key(stored) and stored == key:
                 return value
-    except RuntimeError:  # changed size during iteration: another thread wrote to it
+    except RuntimeError as error:  # changed size during iteration: another thread wrote
+        if raised_by_handler(error):
+            raise
         raise Unresolved("a dict being changed") from None
     raise Unresolved(repr(key))
 
@@ -216,7 +221,9 @@ def item(container: object, key: object) -> object:
     if (kind is list or kind is tuple) and is_one_of(type(key), (int, bool)):  # cmds[True]
         try:
             return container[key]  # type: ignore[index]
-        except IndexError:
+        except IndexError as error:
+            if raised_by_handler(error):
+                raise
             raise Unresolved(repr(key)) from None
     raise Unresolved(f"an item of a {_type_name(kind)}")
 

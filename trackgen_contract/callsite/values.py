@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..handlers import raised_by_handler
+
 
 class Token:
     """A named singleton description."""
@@ -184,7 +186,9 @@ def _either(a: object, b: object) -> object:
         return UNKNOWN
     try:
         either = options(a) | options(b)
-    except TypeError:  # an unhashable constant (a code object rebuilt with a list in it)
+    except TypeError as error:  # an unhashable constant (a code object rebuilt with a list)
+        if raised_by_handler(error):
+            raise
         return UNKNOWN
     return OneOf(either) if len(either) <= _MAX_OPTIONS else UNKNOWN
 

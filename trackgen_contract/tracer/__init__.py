@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from types import FrameType
 from typing import Protocol
 
+from ..handlers import raised_by_handler
 from ..registry import Entry, installed
 from . import critical, fastpath
 from .call import WarpCall
@@ -126,7 +127,9 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
         if needed and DEPTH_IS_FRAMES:
             try:
                 sys._getframe(limit - ROOM)
-            except ValueError:  # ROOM frames below the limit: the user's limit will do
+            except ValueError as error:  # ROOM frames below the limit: the user's will do
+                if raised_by_handler(error):
+                    raise
                 needed = False
         if needed or raised:
             headroom.users[token] = thread

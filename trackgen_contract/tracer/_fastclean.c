@@ -704,8 +704,8 @@ site_check(CleanFilter *self, PyObject *binding, PyObject *check, PyFrameObject 
     return loads > 0 ? ANSWERED : FULL;
 }
 
-/* Whether the error set came out of a signal handler that a guard wrapped
- * (fastpath.raised_by_handler): the program's own, to pass on. It stays set. */
+/* Whether the error set came out of a signal handler of the program's
+ * (handlers.raised_by_handler): its own, to pass on. It stays set. */
 static int
 handler_raised(CleanFilter *self)
 {
@@ -1007,7 +1007,7 @@ answer_repeat(CleanFilter *self, PyObject *code, PyObject *tracers, PyFrameObjec
     PyObject *answered = PyObject_CallNoArgs(answer);  /* `known`, held, holds it */
     if (answered == NULL) {
         result = FAILED;
-        if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+        if (PyErr_ExceptionMatches(PyExc_RecursionError) && !handler_raised(self)) {
             PyErr_Clear();
             result = FULL;
         }

@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 
 from .. import callsite, diagnostics, hotpaths
+from ..handlers import raised_by_handler
 from ..registry import Entry, Registry, installed
 from ..sites import Site, in_warp, is_internal, is_launcher
 from . import fastpath
-from .critical import raised_by_handler
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _UNREAD = object()

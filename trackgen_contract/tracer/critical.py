@@ -35,14 +35,12 @@ from itertools import compress
 from types import FrameType
 from typing import TypeVar
 
+from ..handlers import SIGNALS, wrapper_code
 from .collector import collector
 from .headroom import headroom
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable)
-
-# Every signal whose handler Python lets us replace.
-_SIGNALS = tuple(s for s in _signal.valid_signals() if s not in (_signal.SIGKILL, _signal.SIGSTOP))
 
 
 class _State:
@@ -98,6 +96,9 @@ class _Wrapper:
         return f"<trackgen_contract's wrapper of {self.original!r}>"
 
 
+wrapper_code(_Wrapper.__call__.__code__)
+
+
 def is_wrapper(code: object) -> bool:
     """Whether `code` is the wrappers' own: a traceback of an exception a wrapped handler
     raised (a Ctrl-C's KeyboardInterrupt) has a frame of it last, which Python's has not."""
@@ -151,7 +152,7 @@ def _wrap() -> None:
 def _wrap_each() -> None:
     # Mostly every handler is wrapped already (guards entered inside keep_armed): told
     # by C calls alone (types and identities, not ==, which could run a handler's __eq__).
-    handlers = list(map(_signal.getsignal, _SIGNALS))
+    handlers = list(map(_signal.getsignal, SIGNALS))
     if set(map(type, filter(callable, handlers))) <= {_Wrapper}:
         return
     # The busiest signal first: until it is wrapped its own handler may raise here, and
@@ -159,7 +160,7 @@ def _wrap_each() -> None:
     # the signals with a Python-level handler are sorted (sorting all 60 cost more than
     # the rest of the wrapping), and each handler is read again as it is swapped: one
     # may have run meanwhile.
-    python_level = compress(_SIGNALS, map(callable, handlers))
+    python_level = compress(SIGNALS, map(callable, handlers))
     for signum in sorted(python_level, key=lambda signum: -_state.arrivals.get(signum, 0)):
         handler = _signal.getsignal(signum)
         if type(handler) is not _Wrapper and callable(handler):
@@ -223,7 +224,7 @@ def _unwrap_each() -> BaseException | None:
         # what is set now (that guard may have set one between a check above and its `del`).
         _state.rewrapped = False
         found = dict(_state.wrappers)
-        for signum in _SIGNALS:
+        for signum in SIGNALS:
             handler = _signal.getsignal(signum)
             if type(handler) is _Wrapper:
                 found.setdefault(signum, handler)
@@ -382,18 +383,6 @@ def _contexts(error: BaseException) -> dict[int, BaseException]:
         chain[id(link)] = link
         link = link.__context__
     return chain
-
-
-def raised_by_handler(error: BaseException) -> bool:
-    """Whether `error` came out of a signal handler that a guard wrapped (the wrapper's
-    frame is in its traceback): the program's own exception, to pass on, never taken for
-    a failure of this package's."""
-    wrapper, tb = _Wrapper.__call__.__code__, error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code is wrapper:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 def reset_after_fork() -> None:

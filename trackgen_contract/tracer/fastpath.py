@@ -46,9 +46,9 @@ from types import CodeType, FrameType, MappingProxyType
 from ..callsite import CallSite, call_site, readback
 from ..callsite.readback import class_lookup
 from ..callsite.values import Args, Const, Kwargs, Method, Ref, Star
+from ..handlers import raised_by_handler
 from ..registry import Entry
 from ..sites import module_name
-from .critical import raised_by_handler
 
 _LIMIT = 4096  # remembered sites before the table starts over
 _PY313 = sys.version_info >= (3, 13)
@@ -284,7 +284,9 @@ def counting(now: Quiet, counted: Counted) -> tuple | None:
             full = full or tracer.every_call or takes is None
             if takes:
                 counting_it.append(tracer)
-    except RecursionError:  # no room so deep: judged in full (which is given room)
+    except RecursionError as error:  # no room so deep: judged in full (given room)
+        if raised_by_handler(error):
+            raise
         return None
     except Exception as error:  # a `counts` that fails: its tracer's on_call is given them
         if raised_by_handler(error):
@@ -354,7 +356,9 @@ def answer_repeat(tracers: tuple, callee: CodeType, caller: FrameType, thread: i
         return False
     try:
         return known.answer() is not False  # False: it refused, nothing recorded
-    except RecursionError:  # no room so deep: it fails on entry, judged in full given room
+    except RecursionError as error:  # no room so deep: fails on entry, judged in full
+        if raised_by_handler(error):
+            raise
         return False
 
 

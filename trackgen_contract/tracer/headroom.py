@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from ..handlers import raised_by_handler
+
 ROOM = 200  # frames: far more than judging one call takes
 _SETTLING = "settling"  # `raised` while `settle` puts the limit back
 
@@ -56,7 +58,9 @@ class _Headroom:
         if not (self.raised and limit == self.saved + ROOM):  # not raised, or put back
             try:
                 sys._getframe(limit - ROOM)
-            except ValueError:  # ROOM frames below the limit: the user's limit will do
+            except ValueError as error:  # ROOM frames below the limit: the user's will do
+                if raised_by_handler(error):
+                    raise
                 return
         self.users[token] = thread
         limit = sys.getrecursionlimit()  # checked again once counted in: see `settle`

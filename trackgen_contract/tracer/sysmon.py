@@ -23,11 +23,11 @@ from types import CodeType, ModuleType
 
 from .. import codecache
 from ..callsite.readback import describe
+from ..handlers import raised_by_handler
 from ..registry import Entry, installed
 from . import fastpath
 from .arming import ArmingCore
 from .call import Dispatch
-from .critical import raised_by_handler
 
 try:
     from ._fastclean import running as _filter_running
@@ -124,7 +124,9 @@ class SysMonitoringCore(ArmingCore):
             return
         try:
             monitoring.use_tool_id(tool, _TOOL_NAME)
-        except ValueError:
+        except ValueError as error:
+            if raised_by_handler(error):
+                raise
             return  # taken in between
         _give_back(tool, armed)
 
@@ -172,7 +174,9 @@ class SysMonitoringCore(ArmingCore):
                 return
             try:
                 caller = frame_of(2)  # 0: this callback, 1: the watched function
-            except ValueError:  # called from C with no Python frame below
+            except ValueError as error:  # called from C with no Python frame below
+                if raised_by_handler(error):
+                    raise
                 caller = None
             # fastpath.answered, inline: this is the cost of every clean launch.
             clean = caller and clean_at(caller.f_lasti)
@@ -272,7 +276,9 @@ def _claim_tool_id() -> int:
         if monitoring.get_tool(tool) is None:
             try:
                 monitoring.use_tool_id(tool, _TOOL_NAME)
-            except ValueError:
+            except ValueError as error:
+                if raised_by_handler(error):
+                    raise
                 continue  # taken by another thread in between
             # 3.12 and 3.13 keep a freed id's global events: a tool that held it before
             # may have left some (every function's start, say).

@@ -1,0 +1,189 @@
+"""A signal handler's exception is the program's: it reaches the call it landed in, whatever
+its type and wherever the guard was in its work, never taken for a failure of the guard's
+own (`trackgen_contract.handlers`)."""
+
+import functools
+import itertools
+import signal
+import sys
+import warnings
+
+import pytest
+import warp as wp
+from helpers import Alarm, signal_storm
+
+from trackgen_contract import handlers, no_host_sync
+from trackgen_contract.diagnostics import TrackgenContractWarning
+
+needs_312 = pytest.mark.skipif(
+    sys.version_info < (3, 12), reason="3.11 removes a profile function that raises"
+)
+
+
+class _Invalid(ValueError):
+    """A ValueError: what the guard's frame lookups take for 'no such frame'."""
+
+
+class _Deep(RecursionError):
+    """A RecursionError: what the guard takes for 'no room to answer, judge in full'."""
+
+
+@needs_312
+@pytest.mark.parametrize("set_inside", [False, True], ids=["wrapped", "set-in-the-block"])
+@pytest.mark.parametrize("alarm", [Alarm, TimeoutError, _Invalid])
+def test_a_handlers_exception_while_a_call_is_judged_in_full_reaches_the_call(alarm, set_inside):
+    # BUG: an exception a handler raised while a call was judged in full (reading it back,
+    # walking its stack, the rules, reading its file for pragmas) was taken for the
+    # judging's own failure: swallowed, with a warning. A TimeoutError was taken for an
+    # unreadable file by os.path and the pragma reader, a ValueError for a missing frame.
+    # A handler the program set after the guard's entry (as under the command line) was
+    # not told apart at all. And one raised in the callback that forgets a dead code
+    # object's facts was printed and dropped by CPython.
+    turns = itertools.count()
+
+    def first_call_at_a_new_site():  # a new code object and file each turn: judged in full
+        source = compile("wp.synchronize()", f"<turn {next(turns)}>", "exec")
+        exec(source, {"wp": wp})
+
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        swallowed, twice, raised = signal_storm(
+            lambda: no_host_sync(strict=False),
+            first_call_at_a_new_site,
+            1,
+            alarm=alarm,
+            set_inside=set_inside,
+        )
+    assert raised > 100
+    assert (swallowed, twice) == (0, 0)
+    assert not [w for w in warned if issubclass(w.category, TrackgenContractWarning)]
+
+
+@needs_312
+def test_a_handlers_recursion_error_in_an_answer_reaches_the_call():
+    # BUG: a RecursionError out of a repeat's answer was taken for no room to answer (the
+    # call judged in full instead), also where a handler raised it.
+    swallowed, twice, raised = signal_storm(
+        lambda: no_host_sync(strict=False), wp.synchronize, 1, alarm=_Deep, set_inside=True
+    )
+    assert raised > 100
+    assert (swallowed, twice) == (0, 0)
+
+
+_ALLOWED = """import warp as wp
+
+def f():
+    wp.synchronize()  # trackgen_contract: allow host_sync
+"""
+
+
+@needs_312
+def test_a_handlers_timeout_while_pragmas_are_read_leaves_them_honoured(tmp_path):
+    # BUG: a TimeoutError (an OSError) that landed while the guard read a file for its
+    # pragmas was swallowed, and the file was then taken to have none: its allowed
+    # breaches were reported from then on.
+    modules = []
+    for k in range(150):
+        path = tmp_path / f"allowed_{k}.py"
+        path.write_text(_ALLOWED)
+        code = compile(path.read_text(), str(path), "exec")
+        namespace = {}
+        exec(code, namespace)
+        modules.append(namespace["f"])
+    turns = iter(modules)
+
+    def first_breach_in_a_new_file():
+        next(turns, modules[-1])()
+
+    with no_host_sync(strict=False) as guard:
+        swallowed, _, raised = signal_storm(
+            lambda: no_host_sync(strict=False),
+            first_breach_in_a_new_file,
+            0,
+            alarm=TimeoutError,
+        )
+        for f in modules:  # no timer now: every line's pragma allows its breach
+            f()
+    assert raised > 0 and swallowed == 0
+    assert guard.violations == []
+
+
+def _told(handler, raise_it=None):
+    """Whether the exception `handler` raises for SIGUSR1 is told for a handler's, asked
+    while it is set (and, for a generator, through the RuntimeError Python makes of it)."""
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        (raise_it or (lambda: signal.raise_signal(signal.SIGUSR1)))()
+    except Exception as error:
+        return handlers.raised_by_handler(error)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    raise AssertionError("the handler did not raise")
+
+
+def _raises(signum, frame):
+    raise Alarm("from the program's handler")
+
+
+class _Handler:
+    """A handler object whose attribute lookups are the program's own code."""
+
+    looked_up: list = []
+
+    def __getattr__(self, name):
+        _Handler.looked_up.append(name)
+        raise AttributeError(name)
+
+    def __call__(self, signum, frame):
+        raise Alarm("from the program's handler")
+
+    def method(self, signum, frame):
+        raise Alarm("from the program's handler")
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        _raises,
+        _Handler(),
+        _Handler().method,
+        functools.partial(_raises),
+        functools.partial(_Handler().method),
+    ],
+    ids=["function", "callable-object", "bound-method", "partial", "partial-of-method"],
+)
+def test_a_handler_set_without_a_guard_is_told_in_every_shape(handler):
+    assert _told(handler)
+    assert _Handler.looked_up == []  # none of the program's code ran to tell it
+
+
+def test_a_stop_iteration_a_generator_turned_into_a_runtime_error_is_told():
+    def raising(signum, frame):
+        raise StopIteration
+
+    def generator():
+        signal.raise_signal(signal.SIGUSR1)
+        yield 1
+
+    assert _told(raising, lambda: list(generator()))
+
+
+def test_the_packages_own_errors_are_not_a_handlers():
+    def ours():
+        raise ValueError("the package's own")
+
+    try:
+        ours()
+    except ValueError as error:
+        assert not handlers.raised_by_handler(error)  # a frame of its own below, no handler
+    try:
+        sys._getframe(10**6)
+    except ValueError as error:
+        assert not handlers.raised_by_handler(error)  # raised where it was caught
+    previous = signal.signal(signal.SIGUSR1, _raises)
+    try:
+        ours()
+    except ValueError as error:
+        assert not handlers.raised_by_handler(error)  # a handler set, but not in its frames
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
