@@ -6,6 +6,7 @@ import functools
 import itertools
 import signal
 import sys
+import threading
 import warnings
 
 import pytest
@@ -60,6 +61,28 @@ def test_a_handlers_exception_while_a_call_is_judged_in_full_reaches_the_call(al
 
 
 @needs_312
+def test_a_handlers_timeout_while_a_missing_files_path_is_resolved_reaches_the_call(tmp_path):
+    # BUG: code whose file is gone (a notebook cell's, a deleted script's) had its path
+    # resolved by os.path.realpath, which takes any OSError on its way for a missing part.
+    turns = itertools.count()
+    gone = tmp_path / "gone"
+
+    def first_call_in_a_missing_file():
+        source = compile("wp.synchronize()", str(gone / f"cell_{next(turns)}.py"), "exec")
+        exec(source, {"wp": wp})
+
+    swallowed, twice, raised = signal_storm(
+        lambda: no_host_sync(strict=False),
+        first_call_in_a_missing_file,
+        1,
+        alarm=TimeoutError,
+        set_inside=True,
+    )
+    assert raised > 100
+    assert (swallowed, twice) == (0, 0)
+
+
+@needs_312
 def test_a_handlers_recursion_error_in_an_answer_reaches_the_call():
     # BUG: a RecursionError out of a repeat's answer was taken for no room to answer (the
     # call judged in full instead), also where a handler raised it.
@@ -109,13 +132,16 @@ def test_a_handlers_timeout_while_pragmas_are_read_leaves_them_honoured(tmp_path
 
 
 def _told(handler, raise_it=None):
-    """Whether the exception `handler` raises for SIGUSR1 is told for a handler's, asked
-    while it is set (and, for a generator, through the RuntimeError Python makes of it)."""
+    """Whether the exception `handler` raises for SIGUSR1 (from `raise_it`) is told for a
+    handler's, asked while it is set; none of the program's code may run to tell it."""
     previous = signal.signal(signal.SIGUSR1, handler)
+    _Handler.looked_up.clear()  # what pytest's ids and signal.signal read aside
     try:
         (raise_it or (lambda: signal.raise_signal(signal.SIGUSR1)))()
     except Exception as error:
-        return handlers.raised_by_handler(error)
+        told = handlers.raised_by_handler(error)
+        assert _Handler.looked_up == []  # none of the program's code ran to tell it
+        return told
     finally:
         signal.signal(signal.SIGUSR1, previous)
     raise AssertionError("the handler did not raise")
@@ -141,6 +167,18 @@ class _Handler:
         raise Alarm("from the program's handler")
 
 
+class _StaticCall:
+    __call__ = staticmethod(_raises)
+
+
+class _Partial(functools.partial):
+    """A partial of the program's own class."""
+
+    def __getattribute__(self, name):
+        _Handler.looked_up.append(name)
+        return super().__getattribute__(name)
+
+
 @pytest.mark.parametrize(
     "handler",
     [
@@ -149,12 +187,21 @@ class _Handler:
         _Handler().method,
         functools.partial(_raises),
         functools.partial(_Handler().method),
+        _StaticCall(),
+        _Partial(_raises),
     ],
-    ids=["function", "callable-object", "bound-method", "partial", "partial-of-method"],
+    ids=[
+        "function",
+        "callable-object",
+        "bound-method",
+        "partial",
+        "partial-of-method",
+        "static-call",
+        "partial-subclass",
+    ],
 )
 def test_a_handler_set_without_a_guard_is_told_in_every_shape(handler):
     assert _told(handler)
-    assert _Handler.looked_up == []  # none of the program's code ran to tell it
 
 
 def test_a_stop_iteration_a_generator_turned_into_a_runtime_error_is_told():
@@ -187,3 +234,69 @@ def test_the_packages_own_errors_are_not_a_handlers():
         assert not handlers.raised_by_handler(error)  # a handler set, but not in its frames
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_an_exception_raised_in_place_of_a_handlers_on_the_way_is_told():
+    # zipimport, reading a source for pragmas, raises its own error in place of an OSError
+    # (a handler's TimeoutError): the handler's is its context.
+    def converting():
+        try:
+            signal.raise_signal(signal.SIGUSR1)
+        except Alarm:
+            raise LookupError("raised in its place") from None
+
+    assert _told(_raises, converting)
+
+
+def test_an_error_of_the_packages_while_the_program_handles_a_handlers_is_not_told():
+    # The program, in its `except` of a handler's exception, makes a call the package
+    # judges: the package's own error there has the handler's exception as its context,
+    # but was not raised in place of it.
+    def ours():
+        try:
+            raise ValueError("the package's own")
+        except ValueError as error:
+            return handlers.raised_by_handler(error)
+
+    previous = signal.signal(signal.SIGUSR1, _raises)
+    try:
+        try:
+            signal.raise_signal(signal.SIGUSR1)
+        except Alarm:
+            told = ours()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert told is False
+
+
+def test_a_handler_function_called_in_another_thread_is_not_a_handlers_exception():
+    # Python runs signal handlers in the main thread alone: a worker thread's call of the
+    # same function (a `counts` that dumps state, say) is the package's to judge.
+    told = []
+
+    def worker():
+        try:
+            _raises(signal.SIGUSR1, None)
+        except Alarm as error:
+            told.append(handlers.raised_by_handler(error))
+
+    previous = signal.signal(signal.SIGUSR1, _raises)
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert told == [False]
+
+
+def test_telling_runs_none_of_the_exceptions_own_code():
+    class Nosy(Exception):
+        def __getattribute__(self, name):
+            _Handler.looked_up.append(name)
+            return super().__getattribute__(name)
+
+    def raising(signum, frame):
+        raise Nosy
+
+    assert _told(raising)

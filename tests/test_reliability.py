@@ -1555,27 +1555,36 @@ def test_a_signal_a_waiting_handler_raises_runs_with_it_not_at_the_next_entry(mo
 
 def test_a_signal_raised_inside_a_running_handler_is_handled_there():
     # BUG: a signal that arrived while a wrapped handler of the program's ran (a watchdog
-    # turning a timeout into Ctrl-C) was taken for one arriving on the way into a guard's
-    # entry or exit: it waited there, and the KeyboardInterrupt came only at the exit.
+    # turning a timeout into an interrupt) was taken for one arriving on the way into a
+    # guard's entry or exit: it waited there, and the interrupt came only at the exit.
     def watchdog(signum, frame):
-        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGUSR2)
 
-    previous = signal.signal(signal.SIGUSR1, watchdog)
+    def interrupt(signum, frame):
+        raise _Stop
+
+    previous = signal.signal(signal.SIGUSR1, watchdog), signal.signal(signal.SIGUSR2, interrupt)
     where = None
     try:
         with no_host_sync(strict=False) as guard:
             try:
                 signal.raise_signal(signal.SIGUSR1)
                 wp.synchronize()
-            except KeyboardInterrupt:
+            except _Stop:
                 where = "in the block"
-    except KeyboardInterrupt:
+    except _Stop:
         where = "at the guard's exit"
     finally:
-        signal.signal(signal.SIGUSR1, previous)
+        signal.signal(signal.SIGUSR1, previous[0])
+        signal.signal(signal.SIGUSR2, previous[1])
     assert where == "in the block"
     assert not guard.violations  # before the call, as unguarded
     assert_nothing_left()
+
+
+class _Stop(BaseException):
+    """An interrupt of the program's own (as KeyboardInterrupt, no ``except Exception``
+    takes it)."""
 
 
 class _One(BaseException):

@@ -16,6 +16,9 @@ builtin) is not told apart.
 from __future__ import annotations
 
 import _signal
+import os
+import threading
+from _thread import get_ident as _get_ident
 from functools import partial
 from types import CodeType, FunctionType, MethodType
 
@@ -25,6 +28,18 @@ _NESTING = 8  # levels of partials, bound methods and callable instances looked 
 # Read off the type itself, past any metaclass (whose attributes could be the user's).
 _type_mro = type.__dict__["__mro__"].__get__
 _type_dict = type.__dict__["__dict__"].__get__
+
+# An exception's links and a partial's function as stored, past any attribute of the
+# program's class (a property, __getattribute__).
+_traceback_of = BaseException.__dict__["__traceback__"].__get__
+_cause_of = BaseException.__dict__["__cause__"].__get__
+_context_of = BaseException.__dict__["__context__"].__get__
+_partial_func = partial.__dict__["func"].__get__
+
+# The main thread's id, kept here (threading.main_thread() is a call: a frame more near the
+# recursion limit); a forked child's main thread is the one that forked.
+_main = [threading.main_thread().ident]
+os.register_at_fork(after_in_child=lambda: _main.__setitem__(0, _get_ident()))
 
 _wrappers: set[int] = set()  # id() of the code of the guards' wrappers of handlers
 
@@ -36,26 +51,37 @@ def wrapper_code(code: CodeType) -> None:
 
 def raised_by_handler(error: BaseException) -> bool:
     """Whether `error` came out of a signal handler of the program's: its own exception, to
-    pass on, never taken for a failure of this package's. A StopIteration that a generator
-    of this package's turned into a RuntimeError is looked for as its cause."""
-    # Called where an error is caught, near the recursion limit too: one frame, until the
-    # handlers set now are read.
-    cause = error.__cause__
-    if type(error) is RuntimeError and type(cause) is StopIteration:
-        error = cause
-    tb = error.__traceback__
-    if tb is None or tb.tb_next is None:
-        return False  # raised in the frame that caught it: no handler ran in between
-    codes = []
-    while tb is not None:
-        code = id(tb.tb_frame.f_code)
-        if code in _wrappers:
-            return True
-        codes.append(code)
-        tb = tb.tb_next
+    pass on, never taken for a failure of this package's. Also where code on the way (a
+    generator's StopIteration made a RuntimeError, zipimport's own error) caught it and
+    raised another in its place: that one is passed on, the handler's as its context."""
+    # One frame until the handlers set now are read: it is called where an error is
+    # caught, near the recursion limit too, and within a guard's entry and exit, where a
+    # signal landing more than a few frames deep is not seen to be on the way in.
     try:
-        return not _handler_codes().isdisjoint(codes)
-    except RecursionError:  # no room to read them: taken for the package's own
+        if _get_ident() != _main[0]:
+            return False  # Python runs signal handlers in the main thread alone
+        codes: list[int] = []
+        frames: list[int] = []  # of the links so far: one raised in place of another caught it
+        link: BaseException | None = error
+        made = False  # `link` is the StopIteration of a generator's RuntimeError
+        for _ in range(_NESTING):  # the exception, and those it was raised in place of
+            tb = None if link is None else _traceback_of(link)
+            if tb is None or (frames and not made and id(tb.tb_frame) not in frames):
+                break  # not caught on the way (one the program was handling as it called)
+            single = tb.tb_next is None  # raised where it was caught: no handler in between
+            while tb is not None:
+                code = id(tb.tb_frame.f_code)
+                if code in _wrappers:
+                    return True
+                if not single:
+                    codes.append(code)
+                frames.append(id(tb.tb_frame))
+                tb = tb.tb_next
+            cause = _cause_of(link)  # type: ignore[arg-type]
+            made = type(link) is RuntimeError and type(cause) is StopIteration
+            link = cause or _context_of(link)  # type: ignore[arg-type]
+        return bool(codes) and not _handler_codes().isdisjoint(codes)
+    except RecursionError:  # caught near the recursion limit: no room to tell
         return False
 
 
@@ -74,10 +100,10 @@ def _code_of(handler: object) -> CodeType | None:
         kind = type(handler)
         if kind is FunctionType:
             return handler.__code__  # type: ignore[attr-defined]
-        if kind is MethodType:
+        if kind is MethodType or kind is staticmethod:
             handler = handler.__func__  # type: ignore[attr-defined]
-        elif kind is partial:
-            handler = handler.func  # type: ignore[attr-defined]
+        elif issubclass(kind, partial):
+            handler = _partial_func(handler)
         elif callable(handler):
             handler = _call_of(kind)
         else:

@@ -66,12 +66,20 @@ def _classify(code: CodeType) -> tuple[bool, bool]:
 
 
 def _real_path(path: str) -> str:
-    try:
-        return os.path.realpath(path, strict=True)
-    except OSError as error:
-        if raised_by_handler(error):
-            raise
-        return os.path.realpath(path)  # a part missing: resolved as far as it goes
+    """`path` with its symbolic links resolved, as far as it exists: the deepest part that
+    does is resolved strictly, and the missing rest (no link there) joined to it."""
+    missing: list[str] = []
+    while True:
+        try:
+            return os.path.normpath(os.path.join(os.path.realpath(path, strict=True), *missing))
+        except OSError as error:
+            if raised_by_handler(error):
+                raise
+            head, tail = os.path.split(path)
+            if head == path:  # the root itself cannot be read
+                return os.path.normpath(os.path.join(path, *missing))
+            missing.insert(0, tail)
+            path = head
 
 
 def _is_file(path: str) -> bool:

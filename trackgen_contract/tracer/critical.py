@@ -111,15 +111,21 @@ _LOOK_UP = 3  # frames: an entry point, or a callback a hook of ours runs at its
 def _on_the_way_in(frame: FrameType | None) -> bool:
     """Whether `frame` is (at the start of) a way into a change. On 3.11 the profile
     function of a guard still in place runs at the call of its own ``__exit__``: the
-    signal lands in it, one frame above."""
-    entries = _state.entries
-    for _ in range(_LOOK_UP):
-        if frame is None:
-            return False
-        if id(frame.f_code) in entries:
+    signal lands in it, one frame above. The frames of a wrapper that was deciding when
+    this signal came (and of this look-up) are passed over, not counted: a signal landing
+    in them is where the signal that wrapper decides about landed."""
+    entries, looked = _state.entries, 0
+    while frame is not None and looked < _LOOK_UP:
+        code = frame.f_code
+        if id(code) in entries:
             return True
+        if code is not _WRAPPER_CODE and code is not _LOOK_UP_CODE:
+            looked += 1
         frame = frame.f_back
     return False
+
+
+_WRAPPER_CODE, _LOOK_UP_CODE = _Wrapper.__call__.__code__, _on_the_way_in.__code__
 
 
 # The loops of `_wrap` and `_unwrap` run in functions of their own, called from inside
