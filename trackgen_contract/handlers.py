@@ -81,7 +81,9 @@ def raised_by_handler(error: BaseException) -> bool:
             made = type(link) is RuntimeError and type(cause) is StopIteration
             link = cause or _context_of(link)  # type: ignore[arg-type]
         return bool(codes) and not _handler_codes().isdisjoint(codes)
-    except RecursionError:  # caught near the recursion limit: no room to tell
+    except RecursionError as limit:  # caught near the recursion limit: no room to tell
+        if type(limit) is not RecursionError:
+            raise  # a handler's own subclass, landing here: CPython raises the class itself
         return False
 
 

@@ -92,8 +92,10 @@ class _Headroom:
             self.raised = _SETTLING
             try:
                 sys.setrecursionlimit(self.saved)
-            except RecursionError:
+            except RecursionError as limit:
                 self.raised = True
+                if type(limit) is not RecursionError:
+                    raise  # a signal handler's subclass: the program's (CPython's is exact)
                 return
             if self.raised is _SETTLING:  # else one counted in since raised it again
                 self.raised = False
