@@ -128,7 +128,8 @@ def dispatch(tracers: tuple[Tracer, ...], entry: Entry, frame: FrameType) -> Non
             try:
                 sys._getframe(limit - ROOM)
             except ValueError as error:  # ROOM frames below the limit: the user's will do
-                if raised_by_handler(error):
+                # No call where it was raised here (a profile function's frame is one more)
+                if error.__traceback__.tb_next is not None and raised_by_handler(error):
                     raise
                 needed = False
         if needed or raised:

@@ -59,7 +59,8 @@ class _Headroom:
             try:
                 sys._getframe(limit - ROOM)
             except ValueError as error:  # ROOM frames below the limit: the user's will do
-                if raised_by_handler(error):
+                # No call where it was raised here (a profile function's frame is one more)
+                if error.__traceback__.tb_next is not None and raised_by_handler(error):
                     raise
                 return
         self.users[token] = thread
