@@ -29,6 +29,17 @@ class _Deep(RecursionError):
     """A RecursionError: what the guard takes for 'no room to answer, judge in full'."""
 
 
+def _a_new_site_each_call(filename):
+    """A function that calls ``wp.synchronize()`` from a new code object each time, made
+    from file ``filename(turn)``: each call is the first at its site, judged in full."""
+    turns = itertools.count()
+
+    def call():
+        exec(compile("wp.synchronize()", filename(next(turns)), "exec"), {"wp": wp})
+
+    return call
+
+
 @needs_312
 @pytest.mark.parametrize("set_inside", [False, True], ids=["wrapped", "set-in-the-block"])
 @pytest.mark.parametrize("alarm", [Alarm, TimeoutError, _Invalid])
@@ -40,12 +51,7 @@ def test_a_handlers_exception_while_a_call_is_judged_in_full_reaches_the_call(al
     # A handler the program set after the guard's entry (as under the command line) was
     # not told apart at all. And one raised in the callback that forgets a dead code
     # object's facts was printed and dropped by CPython.
-    turns = itertools.count()
-
-    def first_call_at_a_new_site():  # a new code object and file each turn: judged in full
-        source = compile("wp.synchronize()", f"<turn {next(turns)}>", "exec")
-        exec(source, {"wp": wp})
-
+    first_call_at_a_new_site = _a_new_site_each_call(lambda turn: f"<turn {turn}>")
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
         swallowed, twice, raised = signal_storm(
@@ -64,13 +70,8 @@ def test_a_handlers_exception_while_a_call_is_judged_in_full_reaches_the_call(al
 def test_a_handlers_timeout_while_a_missing_files_path_is_resolved_reaches_the_call(tmp_path):
     # BUG: code whose file is gone (a notebook cell's, a deleted script's) had its path
     # resolved by os.path.realpath, which takes any OSError on its way for a missing part.
-    turns = itertools.count()
     gone = tmp_path / "gone"
-
-    def first_call_in_a_missing_file():
-        source = compile("wp.synchronize()", str(gone / f"cell_{next(turns)}.py"), "exec")
-        exec(source, {"wp": wp})
-
+    first_call_in_a_missing_file = _a_new_site_each_call(lambda turn: str(gone / f"cell_{turn}.py"))
     swallowed, twice, raised = signal_storm(
         lambda: no_host_sync(strict=False),
         first_call_in_a_missing_file,
