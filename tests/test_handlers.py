@@ -2,19 +2,22 @@
 its type and wherever the guard was in its work, never taken for a failure of the guard's
 own (`trackgen_contract.handlers`)."""
 
+import contextlib
 import functools
 import itertools
 import signal
 import sys
 import threading
+import time
 import warnings
 
 import pytest
 import warp as wp
 from helpers import Alarm, signal_storm
 
-from trackgen_contract import handlers, no_host_sync
+from trackgen_contract import handlers, hot_path_guard, no_host_sync
 from trackgen_contract.diagnostics import TrackgenContractWarning
+from trackgen_contract.tracer import critical
 
 needs_312 = pytest.mark.skipif(
     sys.version_info < (3, 12), reason="3.11 removes a profile function that raises"
@@ -301,3 +304,45 @@ def test_telling_runs_none_of_the_exceptions_own_code():
         raise Nosy
 
     assert _told(raising)
+
+
+class _Landed(Exception):
+    """Raised by a handler whose signal landed in a given frame of the guard's hook."""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="a profile function's own frames")
+@pytest.mark.parametrize("hook_frame", ["profile", "on_call"])
+def test_a_handlers_exception_in_the_profile_functions_own_frame_is_told(hook_frame):
+    # BUG (3.11): a handler's exception raised in the profile function's own frames, out
+    # of reach of its `try` (its first instruction, say), left it, and CPython removed it;
+    # the guard took that for `sys.setprofile(None)` ("replaced by nothing", not what
+    # happened), and did not give the hook back to the guards still running when an inner
+    # one exited: their calls went unseen to the end of their blocks.
+    landed = []
+
+    def handler(signum, frame):
+        at_once = critical.is_wrapper(sys._getframe(1).f_code)  # not held back and run later
+        name = frame.f_code.co_qualname if frame is not None else ""
+        if at_once and not landed and name.endswith(f"<locals>.{hook_frame}"):
+            landed.append(name)
+            raise _Landed
+
+    previous = signal.signal(signal.SIGALRM, handler)  # set before the guards: wrapped
+    outer, inner = hot_path_guard(strict=False), no_host_sync(strict=False)
+    deadline = time.monotonic() + 60
+    try:
+        with outer:
+            with inner:
+                signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.00005)
+                while not landed and time.monotonic() < deadline:
+                    with contextlib.suppress(_Landed):
+                        wp.synchronize_device("cpu")  # watched: the hook runs in full
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            wp.synchronize()  # after the inner exit: seen by the outer guard again
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert landed, f"no signal landed in the hook's {hook_frame} frame in 60 s"
+    removed = "an exception raised from the profile function made Python 3.11 remove it"
+    assert (inner.blind, outer.blind) == (removed, removed)
+    assert outer.violations[-1].api == "wp.synchronize()"

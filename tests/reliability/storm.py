@@ -9,7 +9,9 @@ entered again and again, a `Tracer`, and a guard inside a `keep_armed()` block. 
 storm nothing may be left: no guard or tracer still active, nothing armed, the handlers as
 they were, ``TRACKGEN_DEBUG_SYNC`` back, the recursion limit unchanged, the garbage
 collector on and held by no one, an unguarded ``wp.zeros()`` working and a fresh strict
-guard refusing.
+guard refusing. A strict guard may refuse a block it did not see in full on 3.11, where
+CPython removes the profile function that a ``KeyboardInterrupt`` was raised in, when that
+interrupt was lost on its way (in a finaliser): counted, not a problem.
 
 Prints one JSON object: cycles, interrupts raised, interrupts caught, problems.
 """
@@ -130,8 +132,26 @@ def main() -> None:
             launch()
 
     operations = [strict_empty, recording, nested, strict_breach, reuse, tracer, held, judged]
+
+    # What CPython prints and drops (an exception raised in a finaliser), kept by a C
+    # function: no signal lands in it.
+    lost: list = []
+    sys.unraisablehook = lost.append
+
+    def blind_after_a_lost_interrupt(exc: Exception) -> bool:
+        """A strict guard's refusal on 3.11, as documented: a KeyboardInterrupt raised in
+        its profile function (which CPython then removes) was lost on its way, in a
+        finaliser (a Warp array's ``__del__``), and the block went on unseen."""
+        return (
+            sys.version_info < (3, 12)
+            and isinstance(exc, HotPathViolation)
+            and "an exception raised from the profile function made Python 3.11 remove it"
+            in str(exc)
+            and any(args.exc_type is KeyboardInterrupt for args in lost)
+        )
+
     problems: list[str] = []
-    cycles = caught = 0
+    cycles = caught = blinded = 0
     signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, low)
     began = now()
@@ -139,6 +159,7 @@ def main() -> None:
         while cycles < args.cycles and now() - began < args.seconds:
             operation = rng.choice(operations)
             cycles += 1
+            lost.clear()
             try:
                 state["inside"] = True
                 try:
@@ -148,7 +169,9 @@ def main() -> None:
             except KeyboardInterrupt:
                 caught += 1
             except Exception as exc:
-                if len(problems) < 10:
+                if blind_after_a_lost_interrupt(exc):
+                    blinded += 1
+                elif len(problems) < 10:
                     where = traceback.extract_tb(exc.__traceback__)[-1]
                     problems.append(
                         f"{operation.__name__} raised {exc!r} at {where.filename}:{where.lineno}"
@@ -158,6 +181,7 @@ def main() -> None:
     finally:
         state["stop"] = True
         signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = sys.__unraisablehook__
     seconds = now() - began
 
     if caught > state["raised"]:
@@ -182,6 +206,7 @@ def main() -> None:
             "seconds": round(seconds, 2),
             "interrupts": state["raised"],
             "caught": caught,
+            "blind_after_a_lost_interrupt": blinded,
             "guards_and_tracers": len(made),
             "problems": problems,
         }

@@ -32,7 +32,7 @@ import _signal
 import threading
 from collections.abc import Callable
 from itertools import compress
-from types import FrameType
+from types import CodeType, FrameType
 from typing import TypeVar
 
 from ..handlers import SIGNALS, wrapper_code
@@ -57,6 +57,10 @@ class _State:
         self.rewrapped = False  # a guard a handler started during a swap wrapped them
         self.arrivals: dict[int, int] = {}  # signal -> times its wrapper ran
         self.idle: Callable[[], bool] = lambda: True  # no guard left: unwrap
+        # The code of a profile function's own frames (Python 3.11, see `watch_hooks`),
+        # and the last exception a wrapped handler raised in one, until the core asks.
+        self.hook_codes: tuple[CodeType, ...] = ()
+        self.hook_raise: BaseException | None = None
 
 
 _state = _State()
@@ -71,6 +75,22 @@ def entry(fn: F) -> F:
 def set_idle_check(idle: Callable[[], bool]) -> None:
     """Tell when no guard is left (the handlers are then unwrapped)."""
     _state.idle = idle
+
+
+def watch_hooks(codes: tuple[CodeType, ...]) -> None:
+    """Name the code of a profile function's own frames, where no ``try`` of the function
+    covers a handler's exception: one raised there leaves the profile function, and
+    Python 3.11 removes it. The core asks for it with `take_hook_raise`."""
+    _state.hook_codes = codes
+
+
+def take_hook_raise(thread: int) -> BaseException | None:
+    """The last exception a wrapped handler raised in a hook's own frame since the last
+    asking, where `thread` is the main thread (the only one that runs handlers)."""
+    if thread != _state.main:
+        return None
+    error, _state.hook_raise = _state.hook_raise, None
+    return error
 
 
 class _Wrapper:
@@ -90,7 +110,14 @@ class _Wrapper:
         if _state.depth > 0 or _on_the_way_in(frame):
             _state.pending.append((signum, frame, self.original))
             return None
-        return self.original(signum, frame)
+        try:
+            return self.original(signum, frame)
+        except BaseException as error:
+            # Landed in a profile function's own frame, it leaves the function: the core
+            # is told it was removed (no call here: another signal would land in it).
+            if frame is not None and frame.f_code in _state.hook_codes:
+                _state.hook_raise = error
+            raise
 
     def __repr__(self) -> str:
         return f"<trackgen_contract's wrapper of {self.original!r}>"
@@ -397,5 +424,6 @@ def reset_after_fork() -> None:
     _state.main = threading.get_ident()
     _state.depth = 0
     _state.pending = []
+    _state.hook_raise = None
     _state.swapping = False  # forked while another thread swapped handlers: not here
     _unwrap()

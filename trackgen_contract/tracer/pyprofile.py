@@ -15,17 +15,20 @@ back itself at its next event: the stopping thread swaps the hook's code for one
 a filter (see `_close`), so the hook pays nothing for closing while open.
 
 CPython removes a profile function that raises. A strict guard raises from it to refuse a
-call (as does any ``on_call`` that raises), so after such a raise the hook is gone until a
-tracer next starts or stops in that thread. Where the exception went straight up to that
-point (a strict guard's own exit, say) nothing was missed but what ran while it was handled
-(an ``except`` or ``finally`` block on its way, which is not seen); where the code under
-test handled it and went on, every tracer that was running in the thread reports itself
-blind when it stops: the calls it made meanwhile were not seen. A hook replaced or removed
-by anything else (``sys.setprofile(None)``, ``cProfile.Profile().enable()``) and not put
-back is reported when the tracer stops: its calls from then on were not seen. (One put
-back before then goes unnoticed: an audit hook would see every swap, but CPython 3.11
-raises an audit event at every ``frame.f_code`` read, and an audit hook cannot be
-removed: it would slow every profiled call for the rest of the process.)
+call (as does any ``on_call`` that raises), and so does a signal handler that raises while
+the hook runs (its exception leaves the hook; where it lands in the hook's own frames,
+before its ``try``, the handlers' wrappers tell the core), so after such a raise the hook
+is gone until a tracer next starts or stops in that thread. Where the exception went
+straight up to that point (a strict guard's own exit, say) nothing was missed but what ran
+while it was handled (an ``except`` or ``finally`` block on its way, which is not seen);
+where the code under test handled it and went on, every tracer that was running in the
+thread reports itself blind when it stops: the calls it made meanwhile were not seen. A
+hook replaced or removed by anything else (``sys.setprofile(None)``,
+``cProfile.Profile().enable()``, a handler the guard did not wrap raising in the hook's own
+frames) and not put back is reported when the tracer stops: its calls from then on were
+not seen. (One put back before then goes unnoticed: an audit hook would see every swap, but
+CPython 3.11 raises an audit event at every ``frame.f_code`` read, and an audit hook cannot
+be removed: it would slow every profiled call for the rest of the process.)
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from types import FrameType, ModuleType
 from .. import codecache
 from ..callsite.readback import describe
 from ..registry import Entry
-from . import fastpath
+from . import critical, fastpath
 from .arming import ArmingCore
 from .call import Dispatch
 
@@ -94,7 +97,13 @@ class ProfileCore(ArmingCore):
         self._watched: dict[int, Entry] = {}  # id(code) -> entry: what the hooks look for
         self._synced = 0  # the books' version last applied
         self._hooks: dict[int, _Hook] = {}  # thread id -> its hook
-        self._callback_codes: frozenset[int] | None = None  # see callback_codes
+        # The code of the hook's own frames: a signal handler's exception raised there
+        # leaves the hook, which CPython then removes (see `_put_back`).
+        model = _Hook(None)
+        own = (self._make_profile(model).__code__, self._make_on_call(model).__code__, _CLOSING)
+        critical.watch_hooks(own)
+        # The hook and what it calls: CPython reports no event while the hook runs.
+        self._callback_codes = frozenset(map(id, (*own, dispatch.__code__)))
 
     def attach(self, tracer: object) -> None:
         books = self._books
@@ -148,7 +157,12 @@ class ProfileCore(ArmingCore):
         """A tracer starts or stops in `thread` after an exception raised from the hook
         removed it: the hook goes back, or away. Its tracers missed nothing if a tracer
         stops here as that exception goes straight up through it (a strict guard's exit,
-        say); else the code under test handled it and went on, unseen."""
+        say); else the code under test handled it and went on, unseen. One raised in the
+        hook's own frames, out of reach of its ``try``, is the signal handlers' wrappers'
+        to tell (`critical.take_hook_raise`)."""
+        landed = critical.take_hook_raise(thread)
+        if landed is not None:
+            hook.raised, hook.unwinding = True, landed
         if hook.unwinding is None:
             return
         error, hook.unwinding = hook.unwinding, None
@@ -244,19 +258,19 @@ class ProfileCore(ArmingCore):
                 if hook.reenable is not None:
                     hook.reenable()
                 return
-            code = frame.f_code
-            entry = watched(id(code))
-            if entry is None:
-                if code is _PROBE:
-                    hook.probed = True
-                return
-            tracers = active()
-            if not tracers:
-                return
-            caller, thread = frame.f_back, threading.get_ident()
-            if fastpath.answered(tracers, code, caller, thread):
-                return
-            try:
+            try:  # from its first call: a signal handler may raise as any call returns
+                code = frame.f_code
+                entry = watched(id(code))
+                if entry is None:
+                    if code is _PROBE:
+                        hook.probed = True
+                    return
+                tracers = active()
+                if not tracers:
+                    return
+                caller, thread = frame.f_back, threading.get_ident()
+                if fastpath.answered(tracers, code, caller, thread):
+                    return
                 if caller and fastpath.answer_repeat(tracers, code, caller, thread):
                     return
                 dispatch(tracers, entry, frame)
@@ -269,18 +283,6 @@ class ProfileCore(ArmingCore):
         return on_call
 
     def callback_codes(self) -> frozenset[int]:
-        # The hook and what it calls: CPython reports no event while the hook runs.
-        if self._callback_codes is None:
-            hook = _Hook(None)
-            self._callback_codes = frozenset(
-                id(code)
-                for code in (
-                    self._make_profile(hook).__code__,
-                    _CLOSING,
-                    self._make_on_call(hook).__code__,
-                    self._dispatch.__code__,
-                )
-            )
         return self._callback_codes
 
     def reset_after_fork(self) -> None:
@@ -333,7 +335,12 @@ _ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE
 
 def _describe(profile: object) -> str:
     if profile is None:
-        return "nothing (sys.setprofile(None))"
+        # Or CPython removed it after an exception raised in its own frames (by a signal
+        # handler the guard did not wrap: one set inside the block).
+        return (
+            "nothing (sys.setprofile(None), or Python 3.11 removed it after an exception "
+            "raised in it: a signal handler's set inside the block, say)"
+        )
     return describe(profile)  # the user's object: none of its code runs to name it
 
 
