@@ -197,7 +197,13 @@ def main() -> None:
     if active:
         problems.append(f"{len(active)} guard(s) or tracer(s) still active: {active[:3]}")
     if sys.getrecursionlimit() != limit:
-        problems.append(f"the recursion limit is {sys.getrecursionlimit()}, was {limit}")
+        from trackgen_contract.tracer.headroom import headroom
+
+        problems.append(
+            f"the recursion limit is {sys.getrecursionlimit()}, was {limit} (raised "
+            f"{headroom.raised!r} from {headroom.saved}, counted in {headroom.users}; "
+            f"last operation {operation.__name__})"
+        )
     final_state(problems, env_value="storm")
     report(
         {
