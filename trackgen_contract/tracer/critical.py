@@ -17,8 +17,12 @@ change runs through `protected`:
 - If the change raised, or a signal arrived during it, `undo` runs before the signals
   are delivered, so the caller sees the exception with nothing done. A signal whose
   handler does not raise does not abandon the change: it is made again.
-- After a change that went through, no call is made before returning: a signal arriving
-  then is handled in the caller's code, past the point of no return.
+- After a change that went through, `_attempt` makes no call before returning. A signal
+  arriving later, still in the frames of the entry point that made the change (its
+  return, `protected`'s ``finally``), is recorded too, and its handler runs at the next
+  change: raised at the end of a guard's ``__enter__``, its exception would leave the
+  ``with`` before ``__exit__`` could run (the guard armed for good). That the wrappers
+  are up then means a guard is active or a `keep_armed` block holds them.
 - The garbage collector is held off during a change, so no finaliser (a generator holding
   a guard, say) re-enters the core half-way through one.
 
