@@ -21,8 +21,9 @@ change runs through `protected`:
   arriving later, still in the frames of the entry point that made the change (its
   return, `protected`'s ``finally``), is recorded too, and its handler runs at the next
   change: raised at the end of a guard's ``__enter__``, its exception would leave the
-  ``with`` before ``__exit__`` could run (the guard armed for good). That the wrappers
-  are up then means a guard is active or a `keep_armed` block holds them.
+  ``with`` before ``__exit__`` could run (the guard armed for good). There is always a
+  next change: the wrappers are up only while a guard or a `keep_armed` block is, and
+  its end is one.
 - The garbage collector is held off during a change, so no finaliser (a generator holding
   a guard, say) re-enters the core half-way through one.
 
