@@ -7,7 +7,8 @@ nested guards, inside a watched Warp call. The operations are strict and recordi
 with and without breaches, calls judged in full, three guards nested, a guard object
 entered again and again, a `Tracer`, and a guard inside a `keep_armed()` block. After the
 storm nothing may be left: no guard or tracer still active, nothing armed, the handlers as
-they were, ``TRACKGEN_DEBUG_SYNC`` back, the recursion limit unchanged, the garbage
+they were, ``TRACKGEN_DEBUG_SYNC`` back, the recursion limit unchanged (after each
+operation too), the garbage
 collector on and held by no one, an unguarded ``wp.zeros()`` working and a fresh strict
 guard refusing. A strict guard may refuse a block it did not see in full on 3.11, where
 CPython removes the profile function that a ``KeyboardInterrupt`` was raised in, when that
@@ -51,6 +52,7 @@ def main() -> None:
         stream_explicit,
     )
     from trackgen_contract.tracer import keep_armed
+    from trackgen_contract.tracer.headroom import headroom
 
     os.environ[DEBUG_SYNC_ENV] = "storm"
     limit = sys.getrecursionlimit()
@@ -151,6 +153,13 @@ def main() -> None:
         )
 
     problems: list[str] = []
+
+    def room_left_raised(when: str) -> str:
+        return (
+            f"{when}: the recursion limit is {sys.getrecursionlimit()}, was {limit} (raised "
+            f"{headroom.raised!r} from {headroom.saved}, counted in {headroom.users})"
+        )
+
     cycles = caught = blinded = 0
     signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, low)
@@ -176,6 +185,9 @@ def main() -> None:
                     problems.append(
                         f"{operation.__name__} raised {exc!r} at {where.filename}:{where.lineno}"
                     )
+            if sys.getrecursionlimit() != limit and len(problems) < 10:
+                # Every operation exits its guards in a shallow stack: the room is back.
+                problems.append(room_left_raised(f"after {operation.__name__}"))
     except KeyboardInterrupt:
         problems.append("a KeyboardInterrupt arrived outside any operation")
     finally:
@@ -197,13 +209,7 @@ def main() -> None:
     if active:
         problems.append(f"{len(active)} guard(s) or tracer(s) still active: {active[:3]}")
     if sys.getrecursionlimit() != limit:
-        from trackgen_contract.tracer.headroom import headroom
-
-        problems.append(
-            f"the recursion limit is {sys.getrecursionlimit()}, was {limit} (raised "
-            f"{headroom.raised!r} from {headroom.saved}, counted in {headroom.users}; "
-            f"last operation {operation.__name__})"
-        )
+        problems.append(room_left_raised("at the end"))
     final_state(problems, env_value="storm")
     report(
         {

@@ -17,13 +17,15 @@ change runs through `protected`:
 - If the change raised, or a signal arrived during it, `undo` runs before the signals
   are delivered, so the caller sees the exception with nothing done. A signal whose
   handler does not raise does not abandon the change: it is made again.
-- After a change that went through, `_attempt` makes no call before returning. A signal
-  arriving later, still in the frames of the entry point that made the change (its
-  return, `protected`'s ``finally``), is recorded too, and its handler runs at the next
-  change: raised at the end of a guard's ``__enter__``, its exception would leave the
-  ``with`` before ``__exit__`` could run (the guard armed for good). There is always a
-  next change: the wrappers are up only while a guard or a `keep_armed` block is, and
-  its end is one.
+- The rest of `protected` (the room near the recursion limit given back, see
+  `headroom`) still holds signals back. Then, after an exit or a change undone, the
+  wrappers come down if no guard is left (not before: a signal could then cut the room's
+  put-back in half) and the handlers that waited run. After an entry made, they wait for
+  the next change: raised at the end of a guard's ``__enter__``, the exception would
+  leave the ``with`` before ``__exit__`` could run (the guard armed for good). So does a
+  signal landing in an entry point's own frame after `protected` returned (the end of a
+  guard's ``__exit__``). There is always a next change: the wrappers are up only while a
+  guard or a `keep_armed` block is, and its end is one.
 - The garbage collector is held off during a change, so no finaliser (a generator holding
   a guard, say) re-enters the core half-way through one.
 
@@ -283,17 +285,24 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
             return _undone_on_error(change, undo)
         finally:
             _state.depth -= 1
-    token = object()
+    token, entered = object(), False
     try:
         headroom.reserve(token, thread)
         if thread != _state.main:  # no signal handler runs here
             return _collected(lambda: _undone_on_error(change, undo))
-        return _until_made(change, undo)
+        result = _until_made(change, undo)
+        entered = undo is not None
+        return result
     finally:
-        # The change stands: a signal arriving from here on must wait (see `_Wrapper`),
-        # so no frame deeper than settle's is made, and the token goes out inline.
+        # The change stands or was undone. A signal arriving from here on waits (see
+        # `_Wrapper`) while the room is given back: no frame deeper than settle's is
+        # made, and the token goes out inline. Only then may the wrappers come down (a
+        # signal would then cut the put-back in half) and the signals that waited run;
+        # after an entry made, they wait for the next change (see the module).
         if headroom.users.pop(token, None) is not None:
             headroom.settle()
+        if thread == _state.main and not entered:
+            _finish()
 
 
 @entry
@@ -336,19 +345,17 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
         if _state.pending and undo is not None:
             raise _Interrupted
     except _Interrupted:
-        _undo_and_finish(undo)  # a handler that raises ends it here; else it is made again
+        _undo_and_deliver(undo)  # a handler that raises ends it here; else it is made again
         return False, None
     except BaseException:
-        _undo_and_finish(undo)
+        _undo_and_deliver(undo)
         raise
     _state.depth = 0
-    if undo is None:  # an exit: the change stands, and raising from it now is fine
-        _finish()
-    return True, result  # an entry: no call since the last look, nothing landed
+    return True, result  # no call since the last look: for an entry, nothing landed
 
 
 @entry
-def _undo_and_finish(undo: Callable[[], object] | None) -> None:
+def _undo_and_deliver(undo: Callable[[], object] | None) -> None:
     """Undo a change that raised or was interrupted, then close it and deliver what
     arrived, even where the undo raised too (a RecursionError): else the change stayed
     open, and every later signal waited for good."""
@@ -357,7 +364,8 @@ def _undo_and_finish(undo: Callable[[], object] | None) -> None:
             _collected(undo)
     finally:
         _state.depth = 0
-        _finish()
+        if _state.pending:
+            _deliver()
 
 
 @entry
@@ -374,8 +382,8 @@ def _collected(run: Callable[[], T]) -> T:
 
 @entry
 def _finish() -> None:
-    """After a change: the original handlers back if no guard is left, then the handlers
-    of the signals that waited."""
+    """After a change and its room's put-back: the original handlers back if no guard
+    is left, then the handlers of the signals that waited."""
     if _state.idle():
         _unwrap()
     if _state.pending:
