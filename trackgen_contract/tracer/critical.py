@@ -339,9 +339,8 @@ def _attempt(change: Callable[[], T], undo: Callable[[], object] | None) -> tupl
     _state.depth = 1  # and no call before the `try`: the depth must not outlive the attempt
     try:
         result = _collected(change)
-        # The last look: from here to the return there is no point where a handler runs
-        # (for an entry: it leaves a guard in use, so nothing is unwrapped), and what did
-        # not arrive by now arrives in the caller's code, after the change.
+        # The last look: from here to the return there is no point where a handler runs,
+        # and what arrives later waits (see the module).
         if _state.pending and undo is not None:
             raise _Interrupted
     except _Interrupted:
