@@ -42,6 +42,17 @@ def _a_new_site_each_call(filename):
     return call
 
 
+def _each_reaches_the_call(call, *, alarm, set_inside):
+    """Under a signal storm (`signal_storm`), `call` (one host sync) made in a loop under a
+    non-strict host-sync guard: each exception its handler raises reaches the call, none
+    is swallowed, and no call is recorded twice."""
+    swallowed, twice, raised = signal_storm(
+        lambda: no_host_sync(strict=False), call, 1, alarm=alarm, set_inside=set_inside
+    )
+    assert raised > 100
+    assert (swallowed, twice) == (0, 0)
+
+
 @needs_312
 @pytest.mark.parametrize("set_inside", [False, True], ids=["wrapped", "set-in-the-block"])
 @pytest.mark.parametrize("alarm", [Alarm, TimeoutError, _Invalid])
@@ -56,15 +67,7 @@ def test_a_handlers_exception_while_a_call_is_judged_in_full_reaches_the_call(al
     first_call_at_a_new_site = _a_new_site_each_call(lambda turn: f"<turn {turn}>")
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
-        swallowed, twice, raised = signal_storm(
-            lambda: no_host_sync(strict=False),
-            first_call_at_a_new_site,
-            1,
-            alarm=alarm,
-            set_inside=set_inside,
-        )
-    assert raised > 100
-    assert (swallowed, twice) == (0, 0)
+        _each_reaches_the_call(first_call_at_a_new_site, alarm=alarm, set_inside=set_inside)
     assert not [w for w in warned if issubclass(w.category, TrackgenContractWarning)]
 
 
@@ -74,26 +77,14 @@ def test_a_handlers_timeout_while_a_missing_files_path_is_resolved_reaches_the_c
     # resolved by os.path.realpath, which takes any OSError on its way for a missing part.
     gone = tmp_path / "gone"
     first_call_in_a_missing_file = _a_new_site_each_call(lambda turn: str(gone / f"cell_{turn}.py"))
-    swallowed, twice, raised = signal_storm(
-        lambda: no_host_sync(strict=False),
-        first_call_in_a_missing_file,
-        1,
-        alarm=TimeoutError,
-        set_inside=True,
-    )
-    assert raised > 100
-    assert (swallowed, twice) == (0, 0)
+    _each_reaches_the_call(first_call_in_a_missing_file, alarm=TimeoutError, set_inside=True)
 
 
 @needs_312
 def test_a_handlers_recursion_error_in_an_answer_reaches_the_call():
     # BUG: a RecursionError out of a repeat's answer was taken for no room to answer (the
     # call judged in full instead), also where a handler raised it.
-    swallowed, twice, raised = signal_storm(
-        lambda: no_host_sync(strict=False), wp.synchronize, 1, alarm=_Deep, set_inside=True
-    )
-    assert raised > 100
-    assert (swallowed, twice) == (0, 0)
+    _each_reaches_the_call(wp.synchronize, alarm=_Deep, set_inside=True)
 
 
 _ALLOWED = """import warp as wp
