@@ -274,3 +274,34 @@ def test_plugin_baseline_usage_errors(session, pytester):
     result = session("pass", "--hot-path-baseline", "a", "--hot-path-write-baseline", "b")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*go one at a time*"])
+
+
+def test_a_path_outside_the_project_given_as_two_arguments_cannot_move_the_rootdir(
+    session, pytester
+):
+    # pytest chooses its rootdir before it knows the plugin's options: the path after
+    # `--hot-path-baseline`, a separate argument, was taken for a test path, the rootdir
+    # moved up to hold it, and every test id with it: the baseline accepted nothing.
+    elsewhere = pytester.path.parent / f"{pytester.path.name}-baselines"
+    elsewhere.mkdir()
+    written = elsewhere / "b.json"
+    session("pass", f"--hot-path-write-baseline={written}").assert_outcomes(passed=2)
+    assert json.loads(written.read_text())["entries"]  # test_one's breaches, by test id
+
+    result = session("pass", "--hot-path-baseline", str(written))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*--hot-path-baseline {written}: written as two arguments, the path moved "
+            f"pytest's rootdir to {elsewhere.parent} (from {pytester.path})*"
+            f"Write --hot-path-baseline={written}"
+        ]
+    )
+    for option in ("--hot-path-sarif", "--hot-path-write-baseline"):  # once the file exists
+        result = session("pass", option, str(written))
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, option
+
+    session("pass", f"--hot-path-baseline={written}").assert_outcomes(passed=2)
+    inside = pytester.path / "b.json"  # in the project: the rootdir stays where it was
+    inside.write_text(written.read_text())
+    session("pass", "--hot-path-baseline", "b.json").assert_outcomes(passed=2)

@@ -24,8 +24,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from collections.abc import Callable, Generator
+import shlex
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
 import pytest
@@ -50,6 +52,7 @@ _SWITCHES = ("host_sync", "allocation", "stream", "capture")
 # The marker's options: hot_path_guard's keywords.
 _OPTIONS = tuple(inspect.signature(HotPathGuard).parameters)
 _FILES_KEY = "trackgen_contract_files"
+_PATH_OPTIONS = ("--hot-path-sarif", "--hot-path-baseline", "--hot-path-write-baseline")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,6 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
     state = _Session()
     config.stash[_STATE] = state
+    _refuse_a_moved_rootdir(config)
     read = config.getoption("hot_path_baseline", None)
     write = config.getoption("hot_path_write_baseline", None)
     if read and write:
@@ -132,6 +136,55 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{prefix}{exc}") from None
     state.collecting = bool(read or write)
     config.pluginmanager.register(_SessionHooks(state), "trackgen_contract-session")
+
+
+def _refuse_a_moved_rootdir(config: pytest.Config) -> None:
+    """Refuse a session whose rootdir one of this plugin's paths moved.
+
+    pytest chooses its rootdir (and configuration file) before it loads plugins, when
+    their options are not known yet: the path after ``--hot-path-baseline``, written as a
+    separate argument, is then taken for a test path, and where it lies outside the
+    project the rootdir moves up, and with it every test id, which baselines and SARIF
+    files name (pytest's issue #8846). ``--option=PATH`` is read as one option. The
+    rootdir without the path is asked of pytest's own function; where it cannot be asked
+    (its signature changed), nothing is refused."""
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller checked
+        return
+    given = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *config.invocation_params.args]
+    here = config.invocation_params.dir
+    for option in _PATH_OPTIONS:
+        for at, arg in enumerate(given[:-1]):
+            path = here / given[at + 1]
+            if arg == option and path.exists():
+                rootdir = _rootdir_without(config)
+                if rootdir is not None and rootdir != config.rootpath:
+                    raise pytest.UsageError(
+                        f"{option} {given[at + 1]}: written as two arguments, the path moved "
+                        f"pytest's rootdir to {config.rootpath} (from {rootdir}): pytest "
+                        "took it for a test path before this plugin's options were known, "
+                        "and test ids, which baselines and SARIF files name, are relative "
+                        f"to the rootdir. Write {option}={given[at + 1]}"
+                    )
+
+
+def _rootdir_without(config: pytest.Config) -> Path | None:
+    """The rootdir pytest chooses from the test paths given alone, or None where its
+    function cannot be asked."""
+    from _pytest.config.findpaths import determine_setup
+
+    given = config.args if config.args_source == pytest.Config.ArgsSource.ARGS else []
+    known = {
+        "inifile": config.option.inifilename,
+        "override_ini": config.option.override_ini,
+        "args": list(given),
+        "rootdir_cmd_arg": config.option.rootdir or None,
+        "invocation_dir": config.invocation_params.dir,
+    }
+    try:
+        wanted = inspect.signature(determine_setup).parameters
+        return determine_setup(**{k: v for k, v in known.items() if k in wanted})[0]
+    except Exception:  # another pytest's: the session runs as pytest set it up
+        return None
 
 
 # --- the guard --------------------------------------------------------------------------------
@@ -156,6 +209,14 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
         raise pytest.UsageError(
             f"{where}: unknown option {unknown[0]!r}; the options are {', '.join(_OPTIONS)}"
         )
+    used_up = [name for name, value in options.items() if isinstance(value, Iterator)]
+    if used_up:
+        # One marker serves every test it marks (a class's, a module's, each parameter's):
+        # an iterator would be used up by the first of them.
+        raise pytest.UsageError(
+            f"{where}: {used_up[0]}= is an iterator, which the first test the marker "
+            f"marks would use up; give a list or a tuple"
+        )
     if all(options.get(name) is False for name in _SWITCHES):
         off = ", ".join(f"{name}=False" for name in _SWITCHES)
         raise pytest.UsageError(
@@ -170,11 +231,10 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """The test's guard, made from its marker before its fixtures are set up (its options
-    read once: an iterator among them is used up). A marker with bad options is the
-    test's setup error, reported before its body runs: it is not the code under test that
-    failed. After the skip and xfail marks (theirs run first): a test that does not run is
-    not checked."""
+    """The test's guard, made from its marker before its fixtures are set up. A marker
+    with bad options is the test's setup error, reported before its body runs: it is not
+    the code under test that failed. After the skip and xfail marks (theirs run first): a
+    test that does not run is not checked."""
     try:
         item.stash[_GUARD] = _guard_for(item, run_through=item.config.stash[_STATE].collecting)
     except pytest.UsageError as error:
