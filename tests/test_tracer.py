@@ -4,6 +4,7 @@ import cProfile
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from helpers import assert_nothing_left, monitoring_state, volume_on_cpu
 import trackgen_contract
 from trackgen_contract import BACKEND, Tracer, WarpCall, hot_path, hot_path_guard
 from trackgen_contract.hotpaths import unmark_code
+from trackgen_contract.registry import installed
 
 SYSMON = sys.version_info >= (3, 12)
 
@@ -300,6 +302,29 @@ def test_bad_tracer_options_are_named(options, message):
     with pytest.raises(TypeError, match=message):
         Tracer(print, **options)
     assert_nothing_left()
+
+
+def test_tracers_made_from_fresh_lists_of_entries_keep_none_of_them(arr):
+    # BUG: every object passed as `entries` was kept for good (its tuple found again by
+    # identity): a Tracer made from a new list each time grew the process by one list.
+    sync = [entry for entry in installed() if entry.api == "wp.synchronize"]
+    made = []
+    for _ in range(200):
+        given = FreshList(sync)
+        Tracer(print, entries=given)
+        made.append(weakref.ref(given))
+    del given
+    assert sum(ref() is not None for ref in made) <= 32
+    seen = []
+    with Tracer(seen.append, entries=FreshList(sync)):
+        arr.numpy()
+        gen.sync()
+    assert [call.api for call in seen] == ["wp.synchronize"]  # found again by its codes
+    assert_nothing_left()
+
+
+class FreshList(list):
+    """A list that a weak reference can follow."""
 
 
 def test_counts_must_be_callable():

@@ -231,6 +231,11 @@ COMPILED: bool = _core.compiled
 _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
 
 
+# The objects passed as `entries` whose tuple is found by identity (a guard's, which it
+# passes at every entry); older ones are let go, and found again by their codes.
+_ALIASES_KEPT = 32
+
+
 class _Lists:
     """One tuple per distinct list of entries, with its kinds of operation: the core's
     books count lists by identity."""
@@ -258,6 +263,8 @@ class _Lists:
             raise _not_entries(given)
         found = self.by_codes.setdefault(tuple(id(e.code) for e in entries), entries)
         self.ops[id(found)] = frozenset(entry.op for entry in found)
+        if len(self.aliases) >= _ALIASES_KEPT:  # lists made afresh each time: a few kept
+            del self.aliases[next(iter(self.aliases))]
         self.aliases[id(given)] = (given, found)  # the caller's own object, kept alive
         return found
 
