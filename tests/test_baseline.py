@@ -305,3 +305,13 @@ def test_a_path_outside_the_project_given_as_two_arguments_cannot_move_the_rootd
     inside = pytester.path / "b.json"  # in the project: the rootdir stays where it was
     inside.write_text(written.read_text())
     session("pass", "--hot-path-baseline", "b.json").assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize(
+    "option", ["--hot-path-baseline", "--hot-path-write-baseline", "--hot-path-sarif"]
+)
+def test_an_empty_path_is_a_usage_error(session, option):
+    # BUG: an empty value (an unset variable in a CI script) turned the option off silently.
+    result = session("pass", option, "")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*argument {option}: an empty path*"])

@@ -1005,6 +1005,11 @@ def test_checks_and_modules_options(tmp_path):
         (["--", "-"], "a program read from stdin (-) cannot be run"),
         (["PYC"], "is compiled bytecode: run the source it was compiled from"),
         # a report replaces its file: never a device or a pipe (as root, the system's)
+        # an empty path (an unset variable in a CI script) turned the option off silently
+        (["--json", "", "PROG"], "argument --json: an empty path"),
+        (["--sarif=", "PROG"], "argument --sarif: an empty path"),
+        (["--baseline", "", "PROG"], "argument --baseline: an empty path"),
+        (["--write-baseline", "", "PROG"], "argument --write-baseline: an empty path"),
         (["--json", "/dev/null", "PROG"], "--json /dev/null: not a regular file"),
         (["--sarif", "FIFO", "PROG"], "not a regular file (a report replaces its file)"),
         (["--json", "ZIP", "ZIP"], "that file is the program's"),

@@ -9,6 +9,7 @@ directory itself.
 
 from __future__ import annotations
 
+import argparse
 import importlib.machinery
 import os
 import sys
@@ -72,6 +73,15 @@ def _longest_base(real: str, entries: Iterable[str]) -> str | None:
         if real.startswith(base) and (best is None or len(base) > len(best)):
             best = base
     return best
+
+
+def path_option(value: str) -> str:
+    """The value of an option that names a report's or a baseline's file (an argparse
+    ``type``): an empty one, an unset variable in a CI script, say, would otherwise turn
+    the option off without a word."""
+    if not value:
+        raise argparse.ArgumentTypeError("an empty path")
+    return value
 
 
 def check_writable(path: str, option: str) -> None:

@@ -36,7 +36,14 @@ from . import __version__, pragmas
 from . import baseline as baselines
 from . import sarif as sarifs
 from .guard import HotPathGuard, HotPathViolation, format_report, hot_path_guard
-from .project import OutputError, check_writable, claim, portable_path, project_files
+from .project import (
+    OutputError,
+    check_writable,
+    claim,
+    path_option,
+    portable_path,
+    project_files,
+)
 from .recording import Row, rows
 from .rules import Key, Violation
 from .sites import Site, is_internal
@@ -60,16 +67,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--hot-path-sarif",
         metavar="PATH",
+        type=path_option,
         help="write every marked test's breaches as SARIF 2.1.0 to PATH",
     )
     group.addoption(
         "--hot-path-baseline",
         metavar="PATH",
+        type=path_option,
         help="accept the breaches this baseline lists; fail a test only on new ones",
     )
     group.addoption(
         "--hot-path-write-baseline",
         metavar="PATH",
+        type=path_option,
         help="write every marked test's breaches to PATH as a baseline, and accept them",
     )
 

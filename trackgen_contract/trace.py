@@ -34,6 +34,7 @@ from .project import (
     OutputError,
     check_writable,
     claim,
+    path_option,
     portable_path,
     project_files,
     project_root,
@@ -125,16 +126,23 @@ def _parser() -> _Parser:
         "wp.array.numpy:acme.gen:Gen.generate; the report prints the text for each",
     )
     add("--strict", action="store_true", help="stop the program at the first breach")
-    add("--json", metavar="PATH", help="also write the report as JSON (report.schema.json)")
-    add("--sarif", metavar="PATH", help="also write the breaches as SARIF 2.1.0")
+    add(
+        "--json",
+        metavar="PATH",
+        type=path_option,
+        help="also write the report as JSON (report.schema.json)",
+    )
+    add("--sarif", metavar="PATH", type=path_option, help="also write the breaches as SARIF 2.1.0")
     add(
         "--baseline",
         metavar="PATH",
+        type=path_option,
         help="accept the breaches this file lists; fail only on new ones",
     )
     add(
         "--write-baseline",
         metavar="PATH",
+        type=path_option,
         help="write every breach of the run to this file, and accept them",
     )
     return parser
