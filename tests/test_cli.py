@@ -669,6 +669,44 @@ def test_ctrl_c_ends_the_program_as_it_ends_python(tmp_path, ctrl_c):
     assert traced[0] == plain[0] == -signal.SIGINT
 
 
+@pytest.mark.skipif(os.name != "posix", reason="dying by a signal is POSIX's")
+@pytest.mark.skipif(os.name != "posix", reason="a Ctrl-C sent by the process itself")
+@pytest.mark.skipif(
+    sys.version_info >= (3, 13),
+    reason="from 3.13 Python reports it itself, from its C join, with the wrapper's frame "
+    "as the only one (README, Known limits)",
+)
+def test_ctrl_c_while_python_waits_for_threads_at_exit_is_ignored_as_python_shows_it(
+    tmp_path, ctrl_c
+):
+    # BUG: the "Exception ignored" traceback ended in the frame of the guards' wrapper of
+    # the signal handlers, which ran Python's handler.
+    source = """\
+import os, signal, threading, time
+def interrupt():
+    time.sleep(0.5)  # the main thread is done and waits for this one
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt).start()
+"""
+    plain, traced = both_ways(tmp_path, source)
+    assert plain[0] == 0 and traced[0] == NOTHING_CHECKED  # Python ignores it at exit
+    assert traced[1:] == plain[1:] and "Exception ignored in" in plain[2]
+    assert "KeyboardInterrupt" in plain[2] and "critical.py" not in traced[2]
+
+
+def test_ctrl_c_before_the_program_runs_shows_none_of_this_commands_frames(tmp_path, ctrl_c):
+    # BUG: a Ctrl-C while this command got ready (importing Warp to find what it watches)
+    # printed a traceback of this command's own frames. The Ctrl-C comes from a stand-in
+    # for warp on the path, which sends it as it is imported: a real one lands at random.
+    (tmp_path / "warp").mkdir()
+    interrupt = "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n"
+    program(tmp_path / "warp", interrupt, "__init__.py")
+    path = program(tmp_path, "print('ran')\n")
+    status, out, err = trace(path, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{TESTS}"})
+    assert status == -signal.SIGINT and out == ""
+    assert err == "python -m trackgen_contract.trace: interrupted\n"
+
+
 def test_programs_own_strict_guard(tmp_path):
     path = program(tmp_path, PRELUDE + "with trackgen_contract.hot_path_guard():\n    a.numpy()\n")
     status, _, err = trace(path)

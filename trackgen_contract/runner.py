@@ -325,7 +325,7 @@ _MISSING = object()
 def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackType | None:
     """`exc`'s traceback from the frame running `code` on (or, for a failure before it
     ran, importing its package, from the first frame not ours), without a last frame of
-    the signal handlers' wrapper (see `critical.is_wrapper`)."""
+    the signal handlers' wrapper."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code is not code:
         tb = tb.tb_next
@@ -333,6 +333,13 @@ def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackTy
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
             tb = tb.tb_next
+    return without_wrapper(tb)
+
+
+def without_wrapper(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """`tb` without a last frame of the signal handlers' wrapper (see
+    `critical.is_wrapper`): where a signal's handler raised, the program's own code is
+    the last it ran."""
     entry = tb
     while entry is not None and entry.tb_next is not None:
         last = entry.tb_next

@@ -44,7 +44,7 @@ from .recording import Recording, Row, Scoped
 from .registry import COPY, READBACK, SYNC, TABLE
 from .report import Findings, Outcome, render, to_json
 from .rules import CATEGORIES, Key, Policy, Violation, is_module_name, make_policy
-from .runner import Program, ProgramNotFound, functions_of_unimported
+from .runner import Program, ProgramNotFound, functions_of_unimported, without_wrapper
 from .tracer import check_setting, keep_armed
 
 PROG = "python -m trackgen_contract.trace"
@@ -531,7 +531,7 @@ def _wind_down() -> None:
 def _print_ignored(exc: BaseException, where: object) -> None:
     """What Python prints for an exception it ignores at exit (an unraisable one)."""
     print(f"Exception ignored in: {where!r}", file=sys.stderr)
-    tb = exc.__traceback__ and exc.__traceback__.tb_next  # from threading's own frame on
+    tb = without_wrapper(exc.__traceback__ and exc.__traceback__.tb_next)  # threading's on
     if tb is not None:
         lines = ["Traceback (most recent call last):\n", *traceback.format_tb(tb)]
         print("".join(lines), end="", file=sys.stderr)
@@ -551,6 +551,19 @@ def _die_by_sigint() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return its exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Not the program's (that one ends it as Python would, see _run_main): a Ctrl-C
+        # while this command imported Warp before the program, say, or wrote the report.
+        # Its traceback would show this command's frames alone.
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        if os.name == "posix":
+            _die_by_sigint()
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     try:
         setup = _setup(argv)
     except (UsageError, ProgramNotFound, OutputError, TypeError, ValueError) as exc:
