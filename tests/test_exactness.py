@@ -53,7 +53,7 @@ from trackgen_contract import (
 from trackgen_contract import diagnostics as diagnostics_module
 from trackgen_contract.callsite import readback
 from trackgen_contract.diagnostics import TrackgenContractWarning
-from trackgen_contract.tracer import fastpath, keep_armed
+from trackgen_contract.tracer import BACKEND, COMPILED, fastpath, keep_armed
 
 SYSMON = sys.version_info >= (3, 12)
 LAUNCH = ("kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_outputs", "device", "stream")
@@ -3463,3 +3463,108 @@ def test_items_at_keys_python_finds_them_at_are_read_exactly():
         falls_back = shape is class_body and sys.version_info >= (3, 13)
         assert len(guard.violations) == (3 if falls_back else 0), shape.__name__
     assert _Comparing.compared == []
+
+
+class _ComparedAttributeReader:
+    """A class's ``__getattribute__`` that is an object of the user's: comparing it with
+    Python's own (``in`` a tuple of them) would run its ``__eq__``, which exits here."""
+
+    def __init__(self, cmd):
+        self.cmd = cmd
+
+    def __call__(self, name):  # no __get__: Python calls it with the name alone
+        return self.cmd.launch
+
+    def __eq__(self, other):
+        counts["__getattribute__ __eq__"] += 1
+        raise SystemExit(7)
+
+    __hash__ = object.__hash__
+
+
+def test_a_receivers_own_attribute_reader_is_never_compared():
+    """BUG: telling whether a receiver's class reads its attributes the generic way
+    compared its ``__getattribute__`` with Python's by ``==``: the ``__eq__`` of one of
+    the user's ran at every call judged, and its SystemExit ended the guarded call."""
+    array = wp.zeros(4, dtype=float, device="cpu")  # kept: older Warp's Launch holds no reference
+    cmd = wp.launch(add_one, dim=4, inputs=[array], device="cpu", record_cmd=True)
+
+    class Reader:
+        pass
+
+    Reader.__getattribute__ = _ComparedAttributeReader(cmd)
+    receiver = Reader()
+    counts.clear()
+    with stream_explicit(strict=False) as guard:
+        for _ in range(3):
+            receiver.launch(stream=None)
+    assert counts["__getattribute__ __eq__"] == 0
+    assert guard.calls == 3
+    assert_nothing_left()
+
+
+class _LoudText(str):
+    """A name of the user's class: each of its own methods counts its runs."""
+
+    def __hash__(self):
+        counts["text __hash__"] += 1
+        return str.__hash__(self)
+
+    def __eq__(self, other):
+        counts["text __eq__"] += 1
+        return str.__eq__(self, other)
+
+    def __ne__(self, other):
+        counts["text __ne__"] += 1
+        return str.__ne__(self, other)
+
+    def startswith(self, *args):
+        counts["text startswith"] += 1
+        return str.startswith(self, *args)
+
+    def split(self, *args):
+        counts["text split"] += 1
+        return str.split(self, *args)
+
+
+def test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text(tmp_path):
+    """BUG: code compiled with a file name of a str subclass (which CPython keeps as its
+    co_filename, and ``code.replace`` its qualified name), and a Warp function run under
+    globals whose ``__name__`` is one, had that class's methods run by the guard at every
+    breach (telling Warp's code from the user's, reading the line, naming the function)."""
+    source = tmp_path / "loud.py"
+    source.write_text("def breach(a):\n    a.numpy()\n    wp.launch(add_one, dim=4, inputs=[a])\n")
+    code = compile(source.read_text(), _LoudText(str(source)), "exec")
+    namespace = {"wp": wp, "add_one": add_one, "__name__": "loud"}
+    exec(code, namespace)
+    breach = namespace["breach"]
+    breach.__code__ = breach.__code__.replace(co_qualname=_LoudText("breach"))
+    warp_globals = dict(vars(sys.modules[wp.zeros.__module__]))
+    warp_globals["__name__"] = _LoudText(wp.zeros.__module__)
+    zeros = types.FunctionType(
+        wp.zeros.__code__, warp_globals, "zeros", wp.zeros.__defaults__, wp.zeros.__closure__
+    )
+    zeros.__kwdefaults__ = wp.zeros.__kwdefaults__
+    array = wp.zeros(4, dtype=float, device="cpu")
+    counts.clear()
+    with hot_path_guard(strict=False) as guard:
+        for _ in range(2):
+            breach(array)
+            zeros(4, dtype=float, device="cpu")
+    if BACKEND == "sys.setprofile" and not COMPILED:
+        # The profile function's own first test, in Python, hashes the name of each
+        # function called (README, Known limits): once a call of `breach`.
+        assert counts.pop("text __hash__") == 2
+    assert not counts, counts
+    found = {(v.category, v.api, v.site.function, v.site.filename) for v in guard.violations}
+    assert found == {
+        ("host_sync", "wp.array.numpy()", "breach", str(source)),
+        ("stream", "wp.launch without stream=", "breach", str(source)),
+        (
+            "allocation",
+            "wp.zeros()",
+            "test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text",
+            __file__,
+        ),
+    }
+    assert_nothing_left()

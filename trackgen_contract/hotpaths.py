@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 from typing import TypeVar
 
+from .sites import plain_text
+
 F = TypeVar("F", bound=Callable)
 
 #: What marks a hot path, as tallies count it: id() of a marked code object, or the
@@ -59,7 +61,7 @@ def mark_function(fn: object) -> None:
     # is matched), not __module__, which a decorator may have set to another.
     globals_ = getattr(_unwrapped(fn), "__globals__", None)
     module = dict.get(globals_, "__name__") if isinstance(globals_, dict) else None
-    mark_code(code, module if type(module) is str else code.co_filename)
+    mark_code(code, module if type(module) is str else plain_text(code.co_filename))
 
 
 def mark_code(code: CodeType, module: str) -> None:
@@ -95,10 +97,10 @@ def marked() -> dict[str, tuple[Key, ...]]:
     share their name."""
     modules_of: dict[str, set[str]] = {}
     for code, module in _codes.values():
-        modules_of.setdefault(code.co_qualname, set()).add(module)
+        modules_of.setdefault(plain_text(code.co_qualname), set()).add(module)
     found: dict[str, tuple[Key, ...]] = {}
     for key, (code, module) in _codes.items():
-        name = code.co_qualname
+        name = plain_text(code.co_qualname)
         alone = len(modules_of[name]) == 1 and name not in _names
         label = name if alone else _label(module, name)
         found[label] = (*found.get(label, ()), key)
@@ -155,7 +157,7 @@ def _marked_by_name(frame: FrameType) -> tuple[str, str] | None:
     """The (module, qualified name) that marks the hot path `frame` runs as one marked by
     name (see `mark_name`), if it does. Its module is the globals' own ``__name__``, read
     as a plain dict would (no code of the program runs)."""
-    qualname = frame.f_code.co_qualname
+    qualname = plain_text(frame.f_code.co_qualname)
     modules = _names.get(qualname)
     if modules is None:
         return None

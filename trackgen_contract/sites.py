@@ -52,7 +52,7 @@ def _classify(code: CodeType) -> tuple[bool, bool]:
     global _warp_dir
     if _warp_dir is None:
         _warp_dir = _package_dir("warp")
-    path = code.co_filename
+    path = plain_text(code.co_filename)
     if not os.path.isabs(path) or path.startswith("<"):
         return False, False
     real = _real_path(path)
@@ -94,7 +94,14 @@ def _is_file(path: str) -> bool:
 def in_warp(frame: FrameType) -> bool:
     """True when `frame` runs Warp's library code (never ``__main__``)."""
     origin = _origin.get_or_make(frame.f_code, _classify)
-    return origin[0] and dict.get(frame.f_globals, "__name__") != "__main__"
+    return origin[0] and not _runs_as_main(frame)
+
+
+def _runs_as_main(frame: FrameType) -> bool:
+    """Whether `frame`'s globals are named ``__main__``: by the name's value, the
+    ``__eq__`` of a str subclass of the user's never run."""
+    name = dict.get(frame.f_globals, "__name__")
+    return issubclass(type(name), str) and str.__eq__(name, "__main__")
 
 
 def is_launcher(frame: FrameType) -> bool:
@@ -103,14 +110,14 @@ def is_launcher(frame: FrameType) -> bool:
     Warp function it calls for the program (registered with ``atexit`` itself) has no
     caller of the program's, as under plain Python."""
     in_warp, internal = _origin.get_or_make(frame.f_code, _classify)
-    return internal and not in_warp and dict.get(frame.f_globals, "__name__") == "__main__"
+    return internal and not in_warp and _runs_as_main(frame)
 
 
 def is_internal(frame: FrameType) -> bool:
     """True when `frame` runs Warp's library code or this package's (never the user's
     program, whatever its path)."""
     origin = _origin.get_or_make(frame.f_code, _classify)
-    return origin[1] and dict.get(frame.f_globals, "__name__") != "__main__"
+    return origin[1] and not _runs_as_main(frame)
 
 
 # Python 3.12 runs list, dict and set comprehensions inside the function that holds them
@@ -123,12 +130,20 @@ _INLINED = (
 )
 
 
+def plain_text(text: str) -> str:
+    """`text` as a plain str. A code object's names may be of a str subclass of the
+    user's (``compile(source, MyPath(...), "exec")``), whose own methods would run where
+    they are read (split, compared, hashed); the copy runs none of them."""
+    return text if type(text) is str else str.__str__(text)
+
+
 def function_name(code: CodeType) -> str:
     """The qualified name of the function running `code`, with 3.11's comprehensions
     folded into the function that holds them (``run.<locals>.<listcomp>`` is ``run``)."""
+    qualname = plain_text(code.co_qualname)
     if not _INLINED:
-        return code.co_qualname
-    parts = [part for part in code.co_qualname.split(".") if part not in _INLINED]
+        return qualname
+    parts = [part for part in qualname.split(".") if part not in _INLINED]
     if parts and parts[-1] == "<locals>":
         parts.pop()
     return ".".join(parts) or "<module>"
@@ -139,7 +154,7 @@ def inlined_comprehensions(code: CodeType) -> list[CodeType]:
     from 3.12 on)."""
     found = []
     for const in code.co_consts:
-        if isinstance(const, CodeType) and const.co_name in _INLINED:
+        if isinstance(const, CodeType) and plain_text(const.co_name) in _INLINED:
             found += [const, *inlined_comprehensions(const)]
     return found
 
@@ -174,7 +189,7 @@ class Site:
             site = known[frame.f_lasti] = cls(
                 module=module,
                 function=function_name(code),
-                filename=code.co_filename,
+                filename=plain_text(code.co_filename),
                 lineno=_line(frame, code),
             )
         return site
@@ -233,7 +248,8 @@ def _with_item_line(code: CodeType, raw: bytes, lasti: int) -> int | None:
         for offset in range(0, len(raw), 2)
         if raw[offset] in _ENTERS and positions[offset // 2] == statement
     ]
-    lines = [line_of(code.co_filename, n) for n in range(first, last + 1)]
+    filename = plain_text(code.co_filename)
+    lines = [line_of(filename, n) for n in range(first, last + 1)]
     lines[0] = lines[0].encode("utf-8")[column:].decode("utf-8", "replace")  # bytes
     try:
         node = ast.parse("".join(lines)).body[0]

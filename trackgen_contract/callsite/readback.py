@@ -62,10 +62,10 @@ _type_qualname = type.__dict__["__qualname__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 
 
-def is_one_of(kind: type, kinds: tuple[type, ...]) -> bool:
-    """Whether `kind` is one of `kinds`, by identity: ``kind in kinds`` compares with
-    ``==``, which the metaclass of a class of the user's may define."""
-    return any(kind is k for k in kinds)
+def is_one_of(obj: object, choices: tuple[object, ...]) -> bool:
+    """Whether `obj` is one of `choices`, by identity: ``obj in choices`` compares with
+    ``==``, which a class of the user's (or the metaclass of one) may define."""
+    return any(obj is choice for choice in choices)
 
 
 def _key_kind(key: object) -> object:
@@ -122,7 +122,7 @@ def _bind(value: object, obj: object, cls: type) -> object:
 
 def _instance_attribute(obj: object, name: str) -> object:
     cls = type(obj)
-    if class_lookup(cls, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
+    if not is_one_of(class_lookup(cls, "__getattribute__"), _GENERIC_GETATTRIBUTE):
         raise Unresolved(f"{_type_name(cls)} has its own __getattribute__")
     value = class_lookup(cls, name)
     if value is not _MISSING and _is_data_descriptor(value):

@@ -37,7 +37,10 @@ wanted(PyObject *profile, PyFrameObject *frame, int what)
         return 0;
     }
     PyCodeObject *code = PyFrame_GetCode(frame);
-    int found = PySet_Contains(watched_names, code->co_qualname);
+    /* Only Warp's code is watched, whose names are plain strs: a str subclass's (code a
+     * program made with one) is not hashed, which would run its own __hash__. */
+    int found = PyUnicode_CheckExact(code->co_qualname)
+                    ? PySet_Contains(watched_names, code->co_qualname) : 0;
     Py_DECREF(code);
     if (found < 0) {  /* ours alone (no memory): the Python function tests again */
         PyErr_Clear();
