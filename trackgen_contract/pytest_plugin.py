@@ -118,6 +118,7 @@ class _Session:
 _STATE = pytest.StashKey[_Session]()
 _GUARD = pytest.StashKey["HotPathGuard | None"]()  # made at the test's setup
 _RESULT = pytest.StashKey[dict]()
+_ITERATORS = pytest.StashKey[dict]()  # id(iterator) -> (iterator, what it gave)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -213,19 +214,11 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
             f"{where} takes keyword options only (as hot_path_guard), "
             f"got positional {marker.args!r}"
         )
-    options = dict(marker.kwargs)
+    options = {name: _read_once(item.config, value) for name, value in marker.kwargs.items()}
     unknown = [name for name in options if name not in _OPTIONS]
     if unknown:
         raise pytest.UsageError(
             f"{where}: unknown option {unknown[0]!r}; the options are {', '.join(_OPTIONS)}"
-        )
-    used_up = [name for name, value in options.items() if isinstance(value, Iterator)]
-    if used_up:
-        # One marker serves every test it marks (a class's, a module's, each parameter's):
-        # an iterator would be used up by the first of them.
-        raise pytest.UsageError(
-            f"{where}: {used_up[0]}= is an iterator, which the first test the marker "
-            f"marks would use up; give a list or a tuple"
         )
     if all(options.get(name) is False for name in _SWITCHES):
         off = ", ".join(f"{name}=False" for name in _SWITCHES)
@@ -240,8 +233,22 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
         raise pytest.UsageError(f"{where}: {exc}") from None
 
 
+def _read_once(config: pytest.Config, value: object) -> object:
+    """`value`, or, for an iterator, what it gave (a tuple), read once for every test: one
+    marker serves all the tests it marks (a module's or a class's, each parameter's), and
+    the first would use an iterator up."""
+    if not isinstance(value, Iterator):
+        return value
+    read = config.stash.setdefault(_ITERATORS, {})
+    known = read.get(id(value))
+    if known is None or known[0] is not value:
+        known = read[id(value)] = (value, tuple(value))  # the iterator kept: its id too
+    return known[1]
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """The test's guard, made from its marker before its fixtures are set up. A marker
+    """The test's guard, made from its marker before its fixtures are set up (an iterator
+    among its options read once, for all its tests). A marker
     with bad options is the test's setup error, reported before its body runs: it is not
     the code under test that failed. After the skip and xfail marks (theirs run first): a
     test that does not run is not checked."""
