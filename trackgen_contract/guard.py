@@ -27,7 +27,7 @@ from .rules import (
     finding_row,
     make_policy,
 )
-from .tracer import CallRefused, Tracer, WarpCall, check_setting, when_abandoned
+from .tracer import CallRefused, Tracer, WarpCall, check_setting, kept_until_stopped, when_abandoned
 from .tracer.critical import entry, protected
 
 __all__ = [
@@ -238,7 +238,8 @@ class HotPathGuard:
         self._unread = {}
         self._verdicts = SiteVerdicts(self._policy)  # the sites of this block
         if "host_sync" in self.checks:
-            self._hidden_env = _debug_sync.hide()
+            generation = self._hidden_env = _debug_sync.hide()
+            when_abandoned(self, partial(_debug_sync.restore, generation))
         self._tracer = Tracer(
             self._on_call,
             entries=self._policy.entries,
@@ -249,8 +250,6 @@ class HotPathGuard:
         # under the thread's new profile function; it raises before anything is armed
         # when no tracer can run.
         self._tracer.start_step([])
-        if self._hidden_env is not None:  # collected with its tracer, if never exited
-            when_abandoned(self._tracer, partial(_debug_sync.restore, self._hidden_env))
 
     def _leave(self) -> None:
         # Idempotent, from any thread: also undoes an entry cut short at any step.
@@ -261,6 +260,7 @@ class HotPathGuard:
             self._clean = tracer.clean_calls
         self._verdicts.forget()  # it holds the block's code objects
         self._once.forget()  # and this, frames
+        kept_until_stopped(self)
         generation, self._hidden_env = self._hidden_env, None
         if generation is not None:
             _debug_sync.restore(generation)

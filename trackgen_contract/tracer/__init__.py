@@ -237,8 +237,7 @@ _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
 # asyncio task that started it ended with it running): nobody can stop it, so what it
 # held is let go at the next change (`release_abandoned`). Collection runs anywhere (in
 # another change, holding a lock): there the callback only records the undo.
-# id(object) -> its weak reference, and what to undo once it is collected
-_watched_over: dict[int, tuple[weakref.ref, list[Callable[[], object]]]] = {}
+_watched_over: dict[int, weakref.ref] = {}  # id(object) -> its weak reference
 _abandoned: list[Callable[[], object]] = []  # the undos of the collected ones
 
 
@@ -246,18 +245,13 @@ def when_abandoned(obj: object, undo: Callable[[], object]) -> None:
     """Run `undo` at the next change after `obj` is collected, unless `kept_until_stopped`
     is called first. `undo` must not hold `obj`."""
     key = id(obj)
-    known = _watched_over.get(key)
-    if known is not None and known[0]() is obj:
-        known[1].append(undo)
-        return
-    undos = [undo]
 
     def collected(ref: weakref.ref) -> None:
-        if _watched_over.get(key, (None,))[0] is ref:
+        if _watched_over.get(key) is ref:
             del _watched_over[key]
-            _abandoned.extend(undos)
+            _abandoned.append(undo)
 
-    _watched_over[key] = (weakref.ref(obj, collected), undos)
+    _watched_over[key] = weakref.ref(obj, collected)
 
 
 def kept_until_stopped(obj: object) -> None:
@@ -409,8 +403,7 @@ class Tracer:
         if not self._claim.acquire(blocking=False):
             raise RuntimeError(f"this Tracer is already started (by thread {self._thread})")
         claimed.append(True)
-        if _abandoned:
-            release_abandoned()
+        release_abandoned()
         self.blind = None
         self.counted = {}  # its counts may answer otherwise now
         fastpath.let_go(self)  # what was remembered for it as it was being stopped
@@ -427,8 +420,7 @@ class Tracer:
     def stop_step(self) -> None:
         """What `stop` changes. Idempotent: also undoes a start cut short at any step."""
         kept_until_stopped(self)
-        if _abandoned:
-            release_abandoned()
+        release_abandoned()
         thread, self._thread = self._thread, None
         current = _active.get()
         # By identity (no __eq__ of a subclass runs), and mostly the only one: no loop.
