@@ -27,7 +27,7 @@ from .rules import (
     finding_row,
     make_policy,
 )
-from .tracer import CallRefused, Tracer, WarpCall, check_setting, kept_until_stopped, when_abandoned
+from .tracer import CallRefused, Tracer, WarpCall, check_setting
 from .tracer.critical import entry, protected
 
 __all__ = [
@@ -238,8 +238,7 @@ class HotPathGuard:
         self._unread = {}
         self._verdicts = SiteVerdicts(self._policy)  # the sites of this block
         if "host_sync" in self.checks:
-            generation = self._hidden_env = _debug_sync.hide()
-            when_abandoned(self, partial(_debug_sync.restore, generation))
+            self._hidden_env = _debug_sync.hide()
         self._tracer = Tracer(
             self._on_call,
             entries=self._policy.entries,
@@ -260,7 +259,6 @@ class HotPathGuard:
             self._clean = tracer.clean_calls
         self._verdicts.forget()  # it holds the block's code objects
         self._once.forget()  # and this, frames
-        kept_until_stopped(self)
         generation, self._hidden_env = self._hidden_env, None
         if generation is not None:
             _debug_sync.restore(generation)

@@ -24,7 +24,6 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from functools import partial
 from types import FrameType
 from typing import Protocol
 
@@ -72,11 +71,9 @@ class Core(Protocol):
     def attach(self, tracer: Tracer) -> None:
         """`tracer` starts in the current thread: arm what it needs."""
 
-    def detach(self, entries: tuple[Entry, ...], key: int, thread: int) -> str | None:
-        """The tracer with these `entries`, whose ``id()`` is `key`, started in `thread`,
-        stops (from any thread; or it was collected running, see `when_abandoned`).
-        Returns why it may have missed calls (its hook was replaced or removed by someone
-        else), or None."""
+    def detach(self, tracer: Tracer, thread: int) -> str | None:
+        """`tracer`, started in `thread`, stops (from any thread). Returns why it may have
+        missed calls (its hook was replaced or removed by someone else), or None."""
 
     def idle(self) -> bool:
         """Whether nothing is held (no tracer, no `keep_armed` block)."""
@@ -233,37 +230,6 @@ COMPILED: bool = _core.compiled
 
 _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
 
-# A tracer or guard started and never stopped whose object was collected (the thread or
-# asyncio task that started it ended with it running): nobody can stop it, so what it
-# held is let go at the next change (`release_abandoned`). Collection runs anywhere (in
-# another change, holding a lock): there the callback only records the undo.
-_watched_over: dict[int, weakref.ref] = {}  # id(object) -> its weak reference
-_abandoned: list[Callable[[], object]] = []  # the undos of the collected ones
-
-
-def when_abandoned(obj: object, undo: Callable[[], object]) -> None:
-    """Run `undo` at the next change after `obj` is collected, unless `kept_until_stopped`
-    is called first. `undo` must not hold `obj`."""
-    key = id(obj)
-
-    def collected(ref: weakref.ref) -> None:
-        if _watched_over.get(key) is ref:
-            del _watched_over[key]
-            _abandoned.append(undo)
-
-    _watched_over[key] = weakref.ref(obj, collected)
-
-
-def kept_until_stopped(obj: object) -> None:
-    """`obj` was stopped as it should be: its undo will not run."""
-    _watched_over.pop(id(obj), None)
-
-
-def release_abandoned() -> None:
-    """Run the undos of the objects collected while started (in a change)."""
-    while _abandoned:
-        _abandoned.pop()()
-
 
 # The objects passed as `entries` whose tuple is found by identity (a guard's, which it
 # passes at every entry); older ones are let go, and found again by their codes.
@@ -403,7 +369,6 @@ class Tracer:
         if not self._claim.acquire(blocking=False):
             raise RuntimeError(f"this Tracer is already started (by thread {self._thread})")
         claimed.append(True)
-        release_abandoned()
         self.blind = None
         self.counted = {}  # its counts may answer otherwise now
         fastpath.let_go(self)  # what was remembered for it as it was being stopped
@@ -414,13 +379,10 @@ class Tracer:
         self._attached = True
         running = _active.get()  # mostly empty: no generator made then
         _active.set((*(t for t in running if t._thread is not None), self) if running else (self,))
-        thread = self._thread = threading.get_ident()
-        when_abandoned(self, partial(_core.detach, self.entries, id(self), thread))
+        self._thread = threading.get_ident()
 
     def stop_step(self) -> None:
         """What `stop` changes. Idempotent: also undoes a start cut short at any step."""
-        kept_until_stopped(self)
-        release_abandoned()
         thread, self._thread = self._thread, None
         current = _active.get()
         # By identity (no __eq__ of a subclass runs), and mostly the only one: no loop.
@@ -431,8 +393,7 @@ class Tracer:
         fastpath.let_go(self)
         if self._attached:
             self._attached = False
-            thread = thread if thread is not None else threading.get_ident()
-            self.blind = _core.detach(self.entries, id(self), thread)
+            self.blind = _core.detach(self, thread if thread is not None else threading.get_ident())
         _started.discard(self)
         headroom.settle()
         if self._claim.locked():
@@ -495,12 +456,10 @@ class keep_armed:  # lower case: used like a function, ``with keep_armed():``
         critical.protected(self._release)
 
     def _hold(self) -> None:
-        release_abandoned()
         _core.hold(self._entries)
         self._held = True
 
     def _release(self) -> None:
-        release_abandoned()
         if self._held:
             self._held = False
             _core.release(self._entries)
@@ -518,8 +477,6 @@ def _reset_after_fork() -> None:
         if tracer._claim.locked():
             tracer._claim.release()
     _started.clear()
-    _watched_over.clear()  # nothing of the parent's to let go here
-    _abandoned.clear()
     fastpath.forget()  # the parent's answers and its last quiet tracers
     _core.reset_after_fork()
 

@@ -123,22 +123,22 @@ class ProfileCore(ArmingCore):
         if not hook.probed:
             # CPython 3.11 does not always start profiling the frame that is running (a
             # finaliser run by the collector in the middle of other code): refuse.
-            self.detach(tracer.entries, id(tracer), thread)  # type: ignore[attr-defined]
+            self.detach(tracer, thread)
             raise RuntimeError(
                 "a guard or Tracer cannot start here: Python 3.11 does not report the calls "
                 "of this frame to a profile function installed in it (a finaliser run by the "
                 "garbage collector, say)"
             )
 
-    def detach(self, entries: tuple[Entry, ...], key: int, thread: int) -> str | None:
+    def detach(self, tracer: object, thread: int) -> str | None:
         books = self._books
         with books.lock:
-            self.release(entries)
+            self.release(tracer.entries)  # type: ignore[attr-defined]
             hook = self._hooks.get(thread)
             if hook is None:
                 return None
             self._put_back(hook, thread, stopping=True)
-            blind = self._blind(hook, thread, key)
+            blind = self._blind(hook, thread, tracer)
             hook.users -= 1
             if hook.users > 0:
                 self._reinstall_after_raise(hook, thread)
@@ -206,10 +206,10 @@ class ProfileCore(ArmingCore):
             fastpath.forget()  # nothing watched: no cache is worth its memory
             codecache.clear_all()
 
-    def _blind(self, hook: _Hook, thread: int, key: int) -> str | None:
-        """Why the hook missed calls of the tracer's whose `key` it is (an exception raised
-        from it while the tracer ran, or it was replaced and still is), or None."""
-        if hook.since.pop(key, hook.removals) != hook.removals:
+    def _blind(self, hook: _Hook, thread: int, tracer: object) -> str | None:
+        """Why the hook missed calls of `tracer`'s (an exception raised from it while the
+        tracer ran, or it was replaced and still is), or None."""
+        if hook.since.pop(id(tracer), hook.removals) != hook.removals:
             # Removed until a tracer next started or stopped in this thread.
             return "an exception raised from the profile function made Python 3.11 remove it"
         if thread != threading.get_ident() or hook.raised:

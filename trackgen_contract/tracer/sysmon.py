@@ -63,14 +63,14 @@ class SysMonitoringCore(ArmingCore):
     def attach(self, tracer: object) -> None:
         self.hold(tracer.entries)  # type: ignore[attr-defined]
 
-    def detach(self, entries: tuple[Entry, ...], key: int, thread: int) -> str | None:
+    def detach(self, tracer: object, thread: int) -> str | None:
         books = self._books
         with books.lock:
             last = len(books.counts) == 1 and sum(books.counts.values()) == 1
             try:
-                blind = self._blind(entries if last else ())
+                blind = self._blind(tracer.entries if last else ())  # type: ignore[attr-defined]
             finally:  # released whatever cut the reading short (a MemoryError)
-                self.release(entries)
+                self.release(tracer.entries)  # type: ignore[attr-defined]
         return blind
 
     def _sync(self) -> None:
