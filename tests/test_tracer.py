@@ -1,6 +1,7 @@
 """The programmatic tracer: what a `WarpCall` carries, and how the cores arm and disarm."""
 
 import cProfile
+import os
 import sys
 import threading
 import time
@@ -732,3 +733,26 @@ def test_keep_armed_in_another_thread_ends_there(arr):
         done.set()
         thread.join()
     assert_nothing_left()
+
+
+@pytest.mark.parametrize("what", ["tracer", "guard"])
+def test_one_left_running_by_a_thread_that_ended_is_stopped_from_another(what, monkeypatch):
+    # README, Reliability: nobody else stops it (the caches of the core may keep it
+    # alive), so the program does, from any thread, and nothing is left.
+    monkeypatch.setenv("TRACKGEN_DEBUG_SYNC", "1")
+    started = []
+
+    def start():
+        made = Tracer(print) if what == "tracer" else hot_path_guard(strict=False)
+        made.__enter__()
+        gen.sync()  # a call: the core remembers its tracer
+        gen.sync()
+        started.append(made)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    assert "TRACKGEN_DEBUG_SYNC" not in os.environ or what == "tracer"
+    started[0].__exit__(None, None, None)
+    assert_nothing_left()
+    assert os.environ["TRACKGEN_DEBUG_SYNC"] == "1"
