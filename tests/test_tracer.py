@@ -324,6 +324,33 @@ def test_tracers_made_from_fresh_lists_of_entries_keep_none_of_them(arr):
     assert_nothing_left()
 
 
+def test_tracers_made_from_fresh_lists_in_many_threads_at_once():
+    # BUG: letting the oldest object go read the table's first key while other threads
+    # changed it: KeyError and "dictionary changed size during iteration" from Tracer().
+    sync = [entry for entry in installed() if entry.api == "wp.synchronize"]
+    errors = []
+    until = time.monotonic() + 1.0
+
+    def make():
+        while time.monotonic() < until:
+            try:
+                Tracer(print, entries=FreshList(sync))
+            except Exception as error:
+                errors.append(error)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between any two bytecodes
+    try:
+        threads = [threading.Thread(target=make) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+
+
 class FreshList(list):
     """A list that a weak reference can follow."""
 

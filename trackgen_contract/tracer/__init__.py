@@ -18,6 +18,7 @@ with no tracer of its parent's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -232,7 +233,7 @@ _started: weakref.WeakSet[Tracer] = weakref.WeakSet()
 
 
 # The objects passed as `entries` whose tuple is found by identity (a guard's, which it
-# passes at every entry); older ones are let go, and found again by their codes.
+# passes at every entry); past that many, others are let go, and found by their codes.
 _ALIASES_KEPT = 32
 
 
@@ -264,7 +265,10 @@ class _Lists:
         found = self.by_codes.setdefault(tuple(id(e.code) for e in entries), entries)
         self.ops[id(found)] = frozenset(entry.op for entry in found)
         if len(self.aliases) >= _ALIASES_KEPT:  # lists made afresh each time: a few kept
-            del self.aliases[next(iter(self.aliases))]
+            # The newest goes (the guards' tuples, found first, stay), in one step that
+            # another thread's at the same time cannot break (no iteration, no key read).
+            with contextlib.suppress(KeyError):
+                self.aliases.popitem()
         self.aliases[id(given)] = (given, found)  # the caller's own object, kept alive
         return found
 
