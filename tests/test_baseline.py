@@ -315,3 +315,17 @@ def test_an_empty_path_is_a_usage_error(session, option):
     result = session("pass", option, "")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*argument {option}: an empty path*"])
+
+
+def test_a_path_that_moved_nothing_is_not_refused(session, pytester):
+    # BUG (found in review): the rootdir without the path was asked from every test path
+    # of the session, the ini file's addopts included, which pytest had not read when it
+    # chose its rootdir: a path inside the project was refused as having moved it.
+    shared = pytester.path.parent / f"{pytester.path.name}-shared"
+    shared.mkdir()
+    (shared / "test_shared.py").write_text("def test_shared():\n    pass\n")
+    pytester.makeini(f"[pytest]\naddopts = {shared}\n")
+    (pytester.path / "s.sarif").write_text("")
+    result = session("pass", "--hot-path-sarif", "s.sarif")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    result.assert_outcomes(passed=1)  # the addopts' test path alone is collected

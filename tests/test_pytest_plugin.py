@@ -261,6 +261,27 @@ class TestInAClass:
     result.assert_outcomes(passed=5)
 
 
+def test_a_marker_option_whose_iterator_raises_is_each_tests_setup_error(run):
+    # BUG (found in review): the first test had the iterator's error, and the next ones
+    # ran with what it had given before raising.
+    result = run("""
+def keys():
+    yield ("wp.array.numpy", "acme.gen", "read_back")
+    raise RuntimeError("the keys ran out")
+
+pytestmark = pytest.mark.hot_path(allow=keys())
+
+def test_first(buffers):
+    gen.read_back(buffers)
+
+def test_second(buffers):
+    gen.read_back(buffers)
+""")
+    result.assert_outcomes(errors=2)
+    message = "allow= is an iterator that raised RuntimeError('the keys ran out') as it was read"
+    assert result.stdout.str().count(message) == 2
+
+
 def test_a_test_that_is_skipped_is_not_checked_for_its_markers_options(run):
     # The setup check of the options ran before pytest's skip and xfail marks, and
     # before unittest's skip: tests that were skipped became errors.

@@ -27,6 +27,7 @@ import os
 import shlex
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from types import FrameType
 
@@ -156,46 +157,54 @@ def _refuse_a_moved_rootdir(config: pytest.Config) -> None:
     their options are not known yet: the path after ``--hot-path-baseline``, written as a
     separate argument, is then taken for a test path, and where it lies outside the
     project the rootdir moves up, and with it every test id, which baselines and SARIF
-    files name (pytest's issue #8846). ``--option=PATH`` is read as one option. The
-    rootdir without the path is asked of pytest's own function; where it cannot be asked
-    (its signature changed), nothing is refused."""
+    files name (pytest's issue #8846). ``--option=PATH`` is read as one option. pytest's
+    own functions are asked for the rootdir from the command line's test paths with these
+    paths among them, as it chose it, and without: refused where the first is the
+    session's and the second is not (where they cannot be asked, nothing is)."""
     if hasattr(config, "workerinput"):  # an xdist worker: its controller checked
         return
     given = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *config.invocation_params.args]
     here = config.invocation_params.dir
-    for option in _PATH_OPTIONS:
-        for at, arg in enumerate(given[:-1]):
-            path = here / given[at + 1]
-            if arg == option and path.exists():
-                rootdir = _rootdir_without(config)
-                if rootdir is not None and rootdir != config.rootpath:
-                    raise pytest.UsageError(
-                        f"{option} {given[at + 1]}: written as two arguments, the path moved "
-                        f"pytest's rootdir to {config.rootpath} (from {rootdir}): pytest "
-                        "took it for a test path before this plugin's options were known, "
-                        "and test ids, which baselines and SARIF files name, are relative "
-                        f"to the rootdir. Write {option}={given[at + 1]}"
-                    )
+    taken = [
+        (option, value)
+        for option, value in pairwise(given)
+        if option in _PATH_OPTIONS and (here / value).exists()
+    ]
+    if not taken:
+        return
+    try:
+        paths = list(config._parser.parse_known_args(given).file_or_dir)  # our options known
+        seen_first = [
+            arg for before, arg in pairwise(["", *given])
+            if arg in paths or before in _PATH_OPTIONS
+        ]  # fmt: skip
+        as_chosen, without = _rootdir_from(config, seen_first), _rootdir_from(config, paths)
+    except Exception:  # another pytest's: the session runs as pytest set it up
+        return
+    if as_chosen == config.rootpath and without != as_chosen:
+        option, value = taken[0]
+        raise pytest.UsageError(
+            f"{option} {value}: written as two arguments, the path moved pytest's rootdir "
+            f"to {config.rootpath} (from {without}): pytest took it for a test path before "
+            "this plugin's options were known, and test ids, which baselines and SARIF "
+            f"files name, are relative to the rootdir. Write {option}={value}"
+        )
 
 
-def _rootdir_without(config: pytest.Config) -> Path | None:
-    """The rootdir pytest chooses from the test paths given alone, or None where its
-    function cannot be asked."""
+def _rootdir_from(config: pytest.Config, paths: list[str]) -> Path:
+    """The rootdir pytest's own function chooses from these test paths (and the
+    command line's ``-c`` and ``--rootdir``)."""
     from _pytest.config.findpaths import determine_setup
 
-    given = config.args if config.args_source == pytest.Config.ArgsSource.ARGS else []
     known = {
         "inifile": config.option.inifilename,
         "override_ini": config.option.override_ini,
-        "args": list(given),
+        "args": paths,
         "rootdir_cmd_arg": config.option.rootdir or None,
         "invocation_dir": config.invocation_params.dir,
     }
-    try:
-        wanted = inspect.signature(determine_setup).parameters
-        return determine_setup(**{k: v for k, v in known.items() if k in wanted})[0]
-    except Exception:  # another pytest's: the session runs as pytest set it up
-        return None
+    wanted = inspect.signature(determine_setup).parameters
+    return determine_setup(**{k: v for k, v in known.items() if k in wanted})[0]
 
 
 # --- the guard --------------------------------------------------------------------------------
@@ -214,7 +223,12 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
             f"{where} takes keyword options only (as hot_path_guard), "
             f"got positional {marker.args!r}"
         )
-    options = {name: _read_once(item.config, value) for name, value in marker.kwargs.items()}
+    options = {}
+    for name, value in marker.kwargs.items():
+        try:
+            options[name] = _read_once(item.config, value)
+        except _Unreadable as error:
+            raise pytest.UsageError(f"{where}: {name}= {error}") from None
     unknown = [name for name in options if name not in _OPTIONS]
     if unknown:
         raise pytest.UsageError(
@@ -242,8 +256,18 @@ def _read_once(config: pytest.Config, value: object) -> object:
     read = config.stash.setdefault(_ITERATORS, {})
     known = read.get(id(value))
     if known is None or known[0] is not value:
-        known = read[id(value)] = (value, tuple(value))  # the iterator kept: its id too
+        try:
+            items: object = tuple(value)
+        except Exception as error:  # the same error for every test: it is used up now
+            items = _Unreadable(f"is an iterator that raised {error!r} as it was read")
+        known = read[id(value)] = (value, items)  # the iterator kept: its id too
+    if isinstance(known[1], _Unreadable):
+        raise known[1]
     return known[1]
+
+
+class _Unreadable(Exception):
+    """A marker option's iterator that raised as it was read."""
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
