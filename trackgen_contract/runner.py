@@ -29,6 +29,7 @@ from types import CodeType
 
 from . import startpath
 from .project import relative_path
+from .sites import plain_text
 from .tracer import critical
 
 
@@ -331,7 +332,7 @@ def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackTy
         tb = tb.tb_next
     if tb is None:
         tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+        while tb is not None and plain_text(tb.tb_frame.f_code.co_filename).startswith(_OWN_DIR):
             tb = tb.tb_next
     return without_wrapper(tb)
 
