@@ -19,6 +19,7 @@ from trackgen_contract import report
 from trackgen_contract.recording import Recording, Scoped
 from trackgen_contract.rules import make_policy
 from trackgen_contract.trace import BREACHES, NOTHING_CHECKED, PROG
+from trackgen_contract.tracer import BACKEND, COMPILED
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -669,12 +670,11 @@ def test_ctrl_c_ends_the_program_as_it_ends_python(tmp_path, ctrl_c):
     assert traced[0] == plain[0] == -signal.SIGINT
 
 
-@pytest.mark.skipif(os.name != "posix", reason="dying by a signal is POSIX's")
 @pytest.mark.skipif(os.name != "posix", reason="a Ctrl-C sent by the process itself")
 @pytest.mark.skipif(
     sys.version_info >= (3, 13),
-    reason="from 3.13 Python reports it itself, from its C join, with the wrapper's frame "
-    "as the only one (README, Known limits)",
+    reason="from 3.13, one that lands in Python's C join of a thread is reported by that "
+    "code, with the wrapper's frame (README, Known limits): where it lands is timing",
 )
 def test_ctrl_c_while_python_waits_for_threads_at_exit_is_ignored_as_python_shows_it(
     tmp_path, ctrl_c
@@ -690,10 +690,11 @@ threading.Thread(target=interrupt).start()
 """
     plain, traced = both_ways(tmp_path, source)
     assert plain[0] == 0 and traced[0] == NOTHING_CHECKED  # Python ignores it at exit
-    assert traced[1:] == plain[1:] and "Exception ignored in" in plain[2]
+    assert traced[1:] == plain[1:] and "Exception ignored" in plain[2]
     assert "KeyboardInterrupt" in plain[2] and "critical.py" not in traced[2]
 
 
+@pytest.mark.skipif(os.name != "posix", reason="dying by a signal is POSIX's")
 def test_ctrl_c_before_the_program_runs_shows_none_of_this_commands_frames(tmp_path, ctrl_c):
     # BUG: a Ctrl-C while this command got ready (importing Warp to find what it watches)
     # printed a traceback of this command's own frames. The Ctrl-C comes from a stand-in
@@ -705,6 +706,73 @@ def test_ctrl_c_before_the_program_runs_shows_none_of_this_commands_frames(tmp_p
     status, out, err = trace(path, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{TESTS}"})
     assert status == -signal.SIGINT and out == ""
     assert err == "python -m trackgen_contract.trace: interrupted\n"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="dying by a signal is POSIX's")
+def test_ctrl_c_while_the_report_is_written_is_told_on_the_processs_stderr(tmp_path, ctrl_c):
+    # BUG (found in review): "interrupted" went to sys.stderr, which the program had
+    # closed (a ValueError, status 1) or set to None (to stdout). The Ctrl-C comes as the
+    # JSON report reads Warp's version, from a module the program put in Warp's place.
+    source = """\
+import os, signal, sys, types
+import warp as wp
+wp.config.quiet = True
+class Interrupting(types.ModuleType):
+    @property
+    def __version__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        return wp.__version__
+stand_in = Interrupting("warp")
+stand_in.__dict__.update(wp.__dict__)
+sys.modules["warp"] = stand_in
+sys.stderr.close()
+"""
+    status, out, err = trace("--json", tmp_path / "r.json", program(tmp_path, source))
+    assert status == -signal.SIGINT and out == ""
+    assert err.endswith("python -m trackgen_contract.trace: interrupted\n"), err
+
+
+def test_a_programs_names_of_a_str_subclass_run_none_of_its_methods(tmp_path):
+    # BUG (found in review): a hot path whose code's file name and qualified name are of
+    # a str subclass of the program's had that class's __hash__ and __eq__ run when the
+    # command line looked hot paths up, at each watched call, and in the report.
+    (tmp_path / "breaching.py").write_text("def breach(a):\n    a.numpy()\n")
+    source = """\
+import atexit, collections, os, sys
+import warp as wp
+import trackgen_contract
+wp.config.quiet = True
+ran = collections.Counter()
+class Loud(str):
+    def __hash__(self):
+        ran["__hash__"] += 1
+        return str.__hash__(self)
+    def __eq__(self, other):
+        ran["__eq__"] += 1
+        return str.__eq__(self, other)
+    def startswith(self, *args):
+        ran["startswith"] += 1
+        return str.startswith(self, *args)
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "breaching.py")
+namespace = {"__name__": "breaching"}
+exec(compile(open(path).read(), Loud(path), "exec"), namespace)
+breach = namespace["breach"]
+breach.__code__ = breach.__code__.replace(co_qualname=Loud("breach"), co_name=Loud("breach"))
+breach = trackgen_contract.hot_path(breach)
+a = wp.zeros(4, dtype=float, device="cpu")
+ran.clear()
+for _ in range(2):
+    breach(a)
+atexit.register(lambda: print("ran", dict(ran), file=sys.stderr, flush=True))
+"""
+    status, _, err = trace("--json", tmp_path / "r.json", program(tmp_path, source))
+    assert status == BREACHES, err
+    pure_profile = BACKEND == "sys.setprofile" and not COMPILED  # README, Known limits
+    assert ("ran {'__hash__': 2}" if pure_profile else "ran {}") in err
+    rows = load(tmp_path / "r.json")["breaches"]
+    assert [(row["api"], row["site"]["function"], row["count"]) for row in rows] == [
+        ("wp.array.numpy()", "breach", 2)
+    ]
 
 
 def test_programs_own_strict_guard(tmp_path):

@@ -282,6 +282,25 @@ def test_second(buffers):
     assert result.stdout.str().count(message) == 2
 
 
+def test_a_marker_option_whose_iterator_skips_skips_every_test_it_marks(run):
+    # BUG (found in review): pytest.skip() in it (not an Exception) skipped the first test
+    # and left the next ones what it had given before.
+    result = run("""
+def keys():
+    yield ("wp.array.numpy", "acme.gen", "read_back")
+    pytest.skip("no keys today")
+
+pytestmark = pytest.mark.hot_path(allow=keys())
+
+def test_first(buffers):
+    gen.read_back(buffers)
+
+def test_second(buffers):
+    gen.read_back(buffers)
+""")
+    result.assert_outcomes(skipped=2)
+
+
 def test_a_test_that_is_skipped_is_not_checked_for_its_markers_options(run):
     # The setup check of the options ran before pytest's skip and xfail marks, and
     # before unittest's skip: tests that were skipped became errors.

@@ -258,10 +258,14 @@ def _read_once(config: pytest.Config, value: object) -> object:
     if known is None or known[0] is not value:
         try:
             items: object = tuple(value)
+        except (KeyboardInterrupt, SystemExit):
+            raise
         except Exception as error:  # the same error for every test: it is used up now
             items = _Unreadable(f"is an iterator that raised {error!r} as it was read")
+        except BaseException as outcome:  # pytest.skip() or fail() in it: every test's
+            items = outcome
         known = read[id(value)] = (value, items)  # the iterator kept: its id too
-    if isinstance(known[1], _Unreadable):
+    if isinstance(known[1], BaseException):
         raise known[1]
     return known[1]
 

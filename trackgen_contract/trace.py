@@ -529,11 +529,20 @@ def _wind_down() -> None:
 
 
 def _print_ignored(exc: BaseException, where: object) -> None:
-    """What Python prints for an exception it ignores at exit (an unraisable one)."""
-    print(f"Exception ignored in: {where!r}", file=sys.stderr)
+    """What Python prints for an exception it ignores while it waits for the program's
+    threads at exit (an unraisable one; its heading changed in 3.13)."""
+    if sys.version_info >= (3, 13):
+        print("Exception ignored on threading shutdown:", file=sys.stderr)
+    else:
+        print(f"Exception ignored in: {where!r}", file=sys.stderr)
     tb = without_wrapper(exc.__traceback__ and exc.__traceback__.tb_next)  # threading's on
     if tb is not None:
-        lines = ["Traceback (most recent call last):\n", *traceback.format_tb(tb)]
+        # Without the columns' carets, as Python's own printer shows an unraisable one.
+        frames = [
+            traceback.FrameSummary(f.filename, f.lineno, f.name, line=f.line)
+            for f in traceback.extract_tb(tb)
+        ]
+        lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
         print("".join(lines), end="", file=sys.stderr)
     print(f"{type(exc).__qualname__}: {exc}", file=sys.stderr)
 
@@ -556,8 +565,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Not the program's (that one ends it as Python would, see _run_main): a Ctrl-C
         # while this command imported Warp before the program, say, or wrote the report.
-        # Its traceback would show this command's frames alone.
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        # Its traceback would show this command's frames alone. To the process's stderr:
+        # the program may have closed or replaced sys.stderr.
+        with contextlib.suppress(Exception):
+            print(f"{PROG}: interrupted", file=_report_stream(), flush=True)
         if os.name == "posix":
             _die_by_sigint()
         return 130
