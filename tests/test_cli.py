@@ -1116,6 +1116,7 @@ def test_checks_and_modules_options(tmp_path):
         (["--sarif=", "PROG"], "argument --sarif: an empty path"),
         (["--baseline", "", "PROG"], "argument --baseline: an empty path"),
         (["--write-baseline", "", "PROG"], "argument --write-baseline: an empty path"),
+        (["--json", "-", "PROG"], "argument --json: '-' names no file here"),
         (["--json", "/dev/null", "PROG"], "--json /dev/null: not a regular file"),
         (["--sarif", "FIFO", "PROG"], "not a regular file (a report replaces its file)"),
         (["--json", "ZIP", "ZIP"], "that file is the program's"),

@@ -78,9 +78,11 @@ def _longest_base(real: str, entries: Iterable[str]) -> str | None:
 def path_option(value: str) -> str:
     """The value of an option that names a report's or a baseline's file (an argparse
     ``type``): an empty one, an unset variable in a CI script, say, would otherwise turn
-    the option off without a word."""
+    the option off without a word, and ``-`` would be a file of that name."""
     if not value:
         raise argparse.ArgumentTypeError("an empty path")
+    if value == "-":  # not standard output: the program's own output goes there
+        raise argparse.ArgumentTypeError("'-' names no file here; give a file's path")
     return value
 
 
