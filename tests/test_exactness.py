@@ -3546,16 +3546,24 @@ def test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text(tmp_path):
     )
     zeros.__kwdefaults__ = wp.zeros.__kwdefaults__
     array = wp.zeros(4, dtype=float, device="cpu")
-    counts.clear()
-    with hot_path_guard(strict=False) as guard:
+
+    def calls():
         for _ in range(2):
             breach(array)
             zeros(4, dtype=float, device="cpu")
+
+    calls()  # a coverage tool measuring the tests looks each new file name up once
+    counts.clear()
+    calls()  # what runs unguarded
+    unguarded = counts.copy()
+    counts.clear()
+    with hot_path_guard(strict=False) as guard:
+        calls()
     if BACKEND == "sys.setprofile" and not COMPILED:
         # The profile function's own first test, in Python, hashes the name of each
         # function called (README, Known limits): once a call of `breach`.
-        assert counts.pop("text __hash__") == 2
-    assert not counts, counts
+        counts["text __hash__"] -= 2
+    assert +counts == +unguarded, counts
     found = {(v.category, v.api, v.site.function, v.site.filename) for v in guard.violations}
     assert found == {
         ("host_sync", "wp.array.numpy()", "breach", str(source)),
@@ -3563,7 +3571,7 @@ def test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text(tmp_path):
         (
             "allocation",
             "wp.zeros()",
-            "test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text",
+            "test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text.<locals>.calls",
             __file__,
         ),
     }
