@@ -337,6 +337,23 @@ def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackTy
     return without_wrapper(tb)
 
 
+def without_own_tail(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """`tb` without the frames of this package at its end: a signal's handler, run by the
+    handlers' wrapper or inside the profile function (3.11, whose Python filter runs at
+    every call), raised there, and the code that was running is the last to show."""
+    last_theirs = None
+    entry = tb
+    while entry is not None:
+        code = entry.tb_frame.f_code
+        if not (critical.is_wrapper(code) or plain_text(code.co_filename).startswith(_OWN_DIR)):
+            last_theirs = entry
+        entry = entry.tb_next
+    if last_theirs is None:
+        return tb
+    last_theirs.tb_next = None
+    return tb
+
+
 def without_wrapper(tb: types.TracebackType | None) -> types.TracebackType | None:
     """`tb` without a last frame of the signal handlers' wrapper (see
     `critical.is_wrapper`): where a signal's handler raised, the program's own code is

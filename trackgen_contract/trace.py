@@ -44,7 +44,7 @@ from .recording import Recording, Row, Scoped
 from .registry import COPY, READBACK, SYNC, TABLE
 from .report import Findings, Outcome, render, to_json
 from .rules import CATEGORIES, Key, Policy, Violation, is_module_name, make_policy
-from .runner import Program, ProgramNotFound, functions_of_unimported, without_wrapper
+from .runner import Program, ProgramNotFound, functions_of_unimported, without_own_tail
 from .tracer import check_setting, keep_armed
 
 PROG = "python -m trackgen_contract.trace"
@@ -535,7 +535,7 @@ def _print_ignored(exc: BaseException, where: object) -> None:
         print("Exception ignored on threading shutdown:", file=sys.stderr)
     else:
         print(f"Exception ignored in: {where!r}", file=sys.stderr)
-    tb = without_wrapper(exc.__traceback__ and exc.__traceback__.tb_next)  # threading's on
+    tb = without_own_tail(exc.__traceback__ and exc.__traceback__.tb_next)  # threading's on
     if tb is not None:
         # Without the columns' carets, as Python's own printer shows an unraisable one.
         frames = [
