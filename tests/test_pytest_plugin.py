@@ -261,13 +261,25 @@ class TestInAClass:
     result.assert_outcomes(passed=5)
 
 
-def test_a_marker_option_whose_iterator_raises_is_each_tests_setup_error(run):
-    # BUG (found in review): the first test had the iterator's error, and the next ones
-    # ran with what it had given before raising.
-    result = run("""
+@pytest.mark.parametrize(
+    ("stop", "outcomes", "shown"),
+    [
+        (
+            'raise RuntimeError("the keys ran out")',
+            {"errors": 2},
+            "allow= is an iterator that raised RuntimeError('the keys ran out') as it was read",
+        ),
+        ('pytest.skip("no keys today")', {"skipped": 2}, None),
+    ],
+    ids=["raises", "skips"],
+)
+def test_a_marker_option_whose_iterator_stops_stops_every_test_it_marks(run, stop, outcomes, shown):
+    # BUG (found in review): the first test had the iterator's error (or pytest.skip(),
+    # not an Exception), and the next ones ran with what it had given before.
+    result = run(f"""
 def keys():
     yield ("wp.array.numpy", "acme.gen", "read_back")
-    raise RuntimeError("the keys ran out")
+    {stop}
 
 pytestmark = pytest.mark.hot_path(allow=keys())
 
@@ -277,28 +289,9 @@ def test_first(buffers):
 def test_second(buffers):
     gen.read_back(buffers)
 """)
-    result.assert_outcomes(errors=2)
-    message = "allow= is an iterator that raised RuntimeError('the keys ran out') as it was read"
-    assert result.stdout.str().count(message) == 2
-
-
-def test_a_marker_option_whose_iterator_skips_skips_every_test_it_marks(run):
-    # BUG (found in review): pytest.skip() in it (not an Exception) skipped the first test
-    # and left the next ones what it had given before.
-    result = run("""
-def keys():
-    yield ("wp.array.numpy", "acme.gen", "read_back")
-    pytest.skip("no keys today")
-
-pytestmark = pytest.mark.hot_path(allow=keys())
-
-def test_first(buffers):
-    gen.read_back(buffers)
-
-def test_second(buffers):
-    gen.read_back(buffers)
-""")
-    result.assert_outcomes(skipped=2)
+    result.assert_outcomes(**outcomes)
+    if shown is not None:
+        assert result.stdout.str().count(shown) == 2
 
 
 def test_a_test_that_is_skipped_is_not_checked_for_its_markers_options(run):

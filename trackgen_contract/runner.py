@@ -332,9 +332,14 @@ def _programs_traceback(exc: BaseException, code: CodeType) -> types.TracebackTy
         tb = tb.tb_next
     if tb is None:
         tb = exc.__traceback__
-        while tb is not None and plain_text(tb.tb_frame.f_code.co_filename).startswith(_OWN_DIR):
+        while tb is not None and _is_own(tb.tb_frame.f_code):
             tb = tb.tb_next
     return without_wrapper(tb)
+
+
+def _is_own(code: CodeType) -> bool:
+    """Whether `code` is this package's (its file name read as plain text)."""
+    return plain_text(code.co_filename).startswith(_OWN_DIR)
 
 
 def without_own_tail(tb: types.TracebackType | None) -> types.TracebackType | None:
@@ -344,8 +349,7 @@ def without_own_tail(tb: types.TracebackType | None) -> types.TracebackType | No
     last_theirs = None
     entry = tb
     while entry is not None:
-        code = entry.tb_frame.f_code
-        if not (critical.is_wrapper(code) or plain_text(code.co_filename).startswith(_OWN_DIR)):
+        if not _is_own(entry.tb_frame.f_code):  # the wrapper's (critical.py) too
             last_theirs = entry
         entry = entry.tb_next
     if last_theirs is None:
