@@ -288,7 +288,7 @@ def test_first(buffers):
 
 def test_second(buffers):
     gen.read_back(buffers)
-""")
+""", "-rN")  # no short summary: on CI (CI=1) pytest repeats each message there in full
     result.assert_outcomes(**outcomes)
     if shown is not None:
         assert result.stdout.str().count(shown) == 2
