@@ -276,7 +276,9 @@ class TestInAClass:
 def test_a_marker_option_whose_iterator_stops_stops_every_test_it_marks(run, stop, outcomes, shown):
     # BUG (found in review): the first test had the iterator's error (or pytest.skip(),
     # not an Exception), and the next ones ran with what it had given before.
-    result = run(f"""
+    # "-rN", no short summary: on CI (CI=1) pytest repeats each message there in full.
+    result = run(
+        f"""
 def keys():
     yield ("wp.array.numpy", "acme.gen", "read_back")
     {stop}
@@ -288,7 +290,9 @@ def test_first(buffers):
 
 def test_second(buffers):
     gen.read_back(buffers)
-""", "-rN")  # no short summary: on CI (CI=1) pytest repeats each message there in full
+""",
+        "-rN",
+    )
     result.assert_outcomes(**outcomes)
     if shown is not None:
         assert result.stdout.str().count(shown) == 2

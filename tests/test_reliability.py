@@ -1691,3 +1691,54 @@ def test_a_failed_allocation_while_a_guard_is_counted_leaves_the_books_as_they_w
     assert (dict(books.counts), dict(books.per_code), dict(books.wanted), books.version) == (before)
     books.remove(kept)
     assert not books.counts and not books.per_code and not books.wanted
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_by_a_thread_tells_its_handlers_exceptions_from_ours():
+    # The main thread of a child forked by another thread is that thread: it runs the
+    # child's signal handlers, and what they raise is theirs (passed on, not taken for a
+    # failure of a guard's), and a guard there defers them during its changes.
+    script = textwrap.dedent(
+        """\
+        import os, signal, threading
+        import warp as wp
+        wp.config.quiet = True
+        wp.init()
+        from trackgen_contract import hot_path_guard
+        from trackgen_contract.handlers import raised_by_handler
+
+        class Boom(Exception):
+            pass
+
+        def handler(signum, frame):
+            raise Boom
+
+        def child():
+            signal.signal(signal.SIGUSR1, handler)
+            try:
+                with hot_path_guard(strict=False) as guard:
+                    wp.synchronize()
+                    os.kill(os.getpid(), signal.SIGUSR1)
+                    signal.sigtimedwait([], 0)  # bytecodes for the handler to land between
+                    seen = "not raised"
+            except Boom as error:
+                seen = raised_by_handler(error)
+            print(seen, len(guard.violations), flush=True)
+
+        def fork():
+            if os.fork() == 0:
+                try:
+                    child()
+                finally:
+                    os._exit(0)
+            os.wait()
+
+        thread = threading.Thread(target=fork)
+        thread.start()
+        thread.join()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines()[-1:] == ["True 1"], done.stderr[-2000:]

@@ -36,10 +36,10 @@ _cause_of = BaseException.__dict__["__cause__"].__get__
 _context_of = BaseException.__dict__["__context__"].__get__
 _partial_func = partial.__dict__["func"].__get__
 
-# The main thread's id, kept here (threading.main_thread() is a call: a frame more near the
-# recursion limit); a forked child's main thread is the one that forked.
-_main = [threading.main_thread().ident]
-os.register_at_fork(after_in_child=lambda: _main.__setitem__(0, _get_ident()))
+#: The main thread's id as ``main[0]``, read in place (threading.main_thread() is a call: a
+#: frame more near the recursion limit); a forked child's main thread is the one that forked.
+main = [threading.main_thread().ident]
+os.register_at_fork(after_in_child=lambda: main.__setitem__(0, _get_ident()))
 
 _wrappers: set[int] = set()  # id() of the code of the guards' wrappers of handlers
 
@@ -58,7 +58,7 @@ def raised_by_handler(error: BaseException) -> bool:
     # caught, near the recursion limit too, and within a guard's entry and exit, where a
     # signal landing more than a few frames deep is not seen to be on the way in.
     try:
-        if _get_ident() != _main[0]:
+        if _get_ident() != main[0]:
             return False  # Python runs signal handlers in the main thread alone
         codes: list[int] = []
         frames: list[int] = []  # of the links so far: one raised in place of another caught it

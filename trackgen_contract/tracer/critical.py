@@ -42,7 +42,7 @@ from itertools import compress
 from types import CodeType, FrameType
 from typing import TypeVar
 
-from ..handlers import SIGNALS, wrapper_code
+from ..handlers import SIGNALS, main, wrapper_code
 from .collector import collector
 from .headroom import headroom
 
@@ -54,7 +54,6 @@ class _State:
     """The main thread's open change, what arrived during it, and the wrapped handlers."""
 
     def __init__(self) -> None:
-        self.main = threading.main_thread().ident
         self.depth = 0  # > 0: a change is under way in the main thread
         # What arrived during a change: the signal, its frame, the handler it waits to run.
         self.pending: list[tuple[int, FrameType | None, Callable]] = []
@@ -94,7 +93,7 @@ def watch_hooks(codes: tuple[CodeType, ...]) -> None:
 def take_hook_raise(thread: int) -> BaseException | None:
     """The last exception a wrapped handler raised in a hook's own frame since the last
     asking, where `thread` is the main thread (the only one that runs handlers)."""
-    if thread != _state.main:
+    if thread != main[0]:
         return None
     error, _state.hook_raise = _state.hook_raise, None
     return error
@@ -277,7 +276,7 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
     recursion limit it is given room first (see `headroom`): a RecursionError can only
     come before the change begins."""
     thread = threading.get_ident()
-    if thread == _state.main and _state.depth > 0:
+    if thread == main[0] and _state.depth > 0:
         # Nested in an open change of this thread, which has the room and holds the
         # collector off: undone with it if it raises.
         _state.depth += 1
@@ -288,7 +287,7 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
     token, entered = object(), False
     try:
         headroom.reserve(token, thread)
-        if thread != _state.main:  # no signal handler runs here
+        if thread != main[0]:  # no signal handler runs here
             return _collected(lambda: _undone_on_error(change, undo))
         result = _until_made(change, undo)
         entered = undo is not None
@@ -301,7 +300,7 @@ def protected(change: Callable[[], T], undo: Callable[[], object] | None = None)
         # after an entry made, they wait for the next change (see the module).
         if headroom.users.pop(token, None) is not None:
             headroom.settle()
-        if thread == _state.main and not entered:
+        if thread == main[0] and not entered:
             _finish()
 
 
@@ -431,9 +430,8 @@ def _contexts(error: BaseException) -> dict[int, BaseException]:
 
 
 def reset_after_fork() -> None:
-    """A forked child's state: its main thread is the one that forked, and it has no guard
-    (its parent's are over): the original handlers come back."""
-    _state.main = threading.get_ident()
+    """A forked child's state: it has no guard (its parent's are over), so the original
+    handlers come back. (Its main thread, the one that forked, `handlers` sets.)"""
     _state.depth = 0
     _state.pending = []
     _state.hook_raise = None
