@@ -998,6 +998,58 @@ def test_hot_path_marker_in_the_program(tmp_path):
     assert "checked inside hot paths: Gen.generate" in err
 
 
+LAZY_HELPER = """\
+import warp as wp
+STREAM = None
+
+def numpy_of(arr):
+    return arr.numpy()
+"""
+
+LAZY_PROGRAM = """\
+LAZY import warp as wp
+LAZY from warp import copy, synchronize, zeros
+LAZY from helper import STREAM, numpy_of
+LAZY import helper
+LAZY from trackgen_contract import hot_path_guard
+
+def hot(a, b):
+    copy(b, a, stream=STREAM)
+    copy(b, a)
+    synchronize()
+    helper.numpy_of(a)
+    return numpy_of(a)
+
+wp.config.quiet = True
+a = zeros(4, dtype=float, device="cpu")
+b = zeros(4, dtype=float, device="cpu")
+for _ in range(3):
+    hot(a, b)
+with hot_path_guard(strict=False) as guard:
+    hot(a, b)
+print(sorted(str(v.site) for v in guard.violations))
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 15), reason="lazy imports (PEP 810) are new in 3.15")
+def test_lazily_imported_names_are_judged_as_the_names_they_become(tmp_path):
+    # A lazy import binds a proxy that the first use of the name replaces: by the time a
+    # watched call is made its names are the real objects, and the report is the eager one.
+    found = {}
+    for prefix in ("", "lazy "):
+        folder = tmp_path / (prefix.strip() or "eager")
+        folder.mkdir()
+        (folder / "helper.py").write_text(LAZY_HELPER)
+        path = program(folder, LAZY_PROGRAM.replace("LAZY ", prefix))
+        status, out, err = trace("--hot", "prog:hot", "--json", folder / "r.json", path)
+        document = load(folder / "r.json")
+        shown = json.dumps([document["breaches"], document["calls"]]).replace(str(folder), "")
+        out, err = (text.replace(str(folder), "") for text in (out, err))
+        found[prefix] = (status, out.splitlines()[-1:], shown, err)
+    assert found[""][0] == BREACHES and found[""] == found["lazy "]
+    assert "16 breaching calls at 3 sites" in found["lazy "][3]  # 4 in each of 4 runs of hot
+
+
 # --- options -------------------------------------------------------------------------------
 
 
