@@ -122,6 +122,44 @@ def test_demo_dirty_gives_exactly_the_three_planted_breaches(tmp_path):
 # --- running the program as Python would ---------------------------------------------------
 
 
+def test_the_frames_the_program_runs_under_are_as_many_as_the_readme_says(tmp_path):
+    # The README states how many frames deeper a script runs under the command line, and
+    # how much sooner it reaches the recursion limit: a frame added to the command line's
+    # call chain must change both, or the README is wrong.
+    path = program(
+        tmp_path,
+        """\
+        import sys
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+
+        def deepest(level=0):
+            try:
+                return deepest(level + 1)
+            except RecursionError:
+                return level
+
+        print(depth, deepest())
+    """,
+    )
+    plain = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, check=True, timeout=60
+    )
+    status, out, err = trace(path, cwd=tmp_path)
+    assert status == NOTHING_CHECKED, err
+    (plain_depth, plain_deepest), (depth, deepest) = (
+        map(int, text.split()) for text in (plain.stdout, out)
+    )
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"({depth - plain_depth} for a script)" in readme
+    sooner = plain_deepest - deepest
+    if sys.version_info >= (3, 12):
+        assert f"within {sooner} frames of the recursion limit" in readme
+    else:
+        assert f"({sooner} on 3.11, whose limit counts C calls too)" in readme
+
+
 def test_script_sees_argv_path_and_file(tmp_path):
     path = program(
         tmp_path,
