@@ -38,6 +38,44 @@ def test_marker_is_registered(pytester):
     assert pytester.parseconfig().pluginmanager.is_registered(pytest_plugin)
 
 
+def test_an_unmarked_suite_runs_with_nothing_of_the_plugins_set(pytester):
+    # The plugin loads into every pytest run of the environment: a suite that does not use
+    # the marker must find no profile function, tool id or signal handler of its.
+    pytester.makepyfile("""
+import signal, sys
+import warp as wp
+
+def test_nothing_set():
+    wp.zeros(4, dtype=float, device="cpu").numpy()
+    assert sys.getprofile() is None
+    if sys.version_info >= (3, 12):
+        # (coverage.py, measuring a child, may hold one of its own)
+        assert "trackgen_contract" not in [sys.monitoring.get_tool(i) for i in range(6)]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+""")
+    warp_own = "ignore:Due to '_pack_':DeprecationWarning"  # Warp's ctypes on 3.14+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error", "-W", warp_own)
+    result.assert_outcomes(passed=1)
+
+
+def test_a_suite_with_a_hot_path_marker_of_its_own_turns_the_plugin_off(pytester):
+    pytester.makeini("[pytest]\nmarkers =\n    hot_path(tier): the suite's own marker\n")
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.hot_path("tier1")
+def test_own_marker():
+    pass
+""")
+    taken = pytester.runpytest("-p", "no:cacheprovider", "--strict-markers")
+    taken.assert_outcomes(errors=1)  # the plugin reads the marker as its own
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--strict-markers", "-p", "no:trackgen_contract"
+    )
+    result.assert_outcomes(passed=1)
+
+
 def test_clean_test_passes_and_fixture_setup_is_not_checked(run):
     result = run(
         """
