@@ -3528,7 +3528,7 @@ def test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text(tmp_path):
     source = tmp_path / "loud.py"
     source.write_text("def breach(a):\n    a.numpy()\n    wp.launch(add_one, dim=4, inputs=[a])\n")
     code = compile(source.read_text(), _LoudText(str(source)), "exec")
-    namespace = {"wp": wp, "add_one": add_one, "__name__": "loud"}
+    namespace = {"wp": wp, "add_one": add_one, "__name__": _LoudText("loud")}
     exec(code, namespace)
     breach = namespace["breach"]
     breach.__code__ = breach.__code__.replace(co_qualname=_LoudText("breach"))
@@ -3557,15 +3557,20 @@ def test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text(tmp_path):
         # function called (README, Known limits): once a call of `breach`.
         counts["str subclass __hash__"] -= 2
     assert +counts == +unguarded, counts
-    found = {(v.category, v.api, v.site.function, v.site.filename) for v in guard.violations}
+    found = {
+        (v.category, v.api, v.site.module, v.site.function, v.site.filename)
+        for v in guard.violations
+    }
     assert found == {
-        ("host_sync", "wp.array.numpy()", "breach", str(source)),
-        ("stream", "wp.launch without stream=", "breach", str(source)),
+        ("host_sync", "wp.array.numpy()", "loud", "breach", str(source)),
+        ("stream", "wp.launch without stream=", "loud", "breach", str(source)),
         (
             "allocation",
             "wp.zeros()",
+            __name__,
             "test_names_of_a_str_subclass_of_the_users_are_read_as_plain_text.<locals>.calls",
             __file__,
         ),
     }
+    assert all(type(v.site.module) is str for v in guard.violations)
     assert_nothing_left()

@@ -161,9 +161,11 @@ def inlined_comprehensions(code: CodeType) -> list[CodeType]:
 
 def module_name(globals_: dict) -> str:
     """The module a frame's globals name: their own ``__name__``, read as a plain dict
-    would (no code of the program runs), or ``"<unknown>"`` where that is not a string."""
+    would and copied as plain text (no code of the program runs), or ``"<unknown>"``
+    where that is not a string."""
     module = dict.get(globals_, "__name__")
-    return module if type(module) is str else "<unknown>"
+    # issubclass of the type, not isinstance: that would read a property `__class__`.
+    return plain_text(module) if issubclass(type(module), str) else "<unknown>"
 
 
 @dataclass(frozen=True)
