@@ -2,12 +2,16 @@
 
 import asyncio
 import collections
+import contextvars
 import os
+import sys
 import threading
+import weakref
 
 import pytest
 import warp as wp
 from acme import gen
+from acme.kernels import add_one
 from helpers import assert_nothing_left
 
 from trackgen_contract import (
@@ -20,6 +24,7 @@ from trackgen_contract import (
     sanction,
     stream_explicit,
 )
+from trackgen_contract.tracer import COMPILED
 
 
 def test_categories_in_report_order():
@@ -571,6 +576,46 @@ def test_a_task_created_before_the_guard_is_not_seen(arr):
         return guard
 
     assert asyncio.run(main()).ok
+
+
+def test_a_guard_belongs_to_its_context_a_copy_of_it_too(arr):
+    # README, Known limits: code run in a fresh contextvars.Context is not the guard's.
+    async def fresh_context_task():
+        gen.launch_without_stream(arr)
+
+    async def main():
+        fresh = contextvars.Context()
+        await asyncio.get_running_loop().create_task(fresh_context_task(), context=fresh)
+
+    with stream_explicit(strict=False) as guard:
+        contextvars.Context().run(gen.launch_without_stream, arr)
+        asyncio.run(main())
+        contextvars.copy_context().run(gen.launch_without_stream, arr)
+    assert guard.calls == 1 and len(guard.violations) == 1
+    assert_nothing_left()
+
+
+def test_a_local_read_back_lives_until_the_return_only_where_the_readme_says(arr):
+    # README, Known limits: on 3.11 (and 3.12 at a site's first judged call, or with the
+    # Python filter alone) reading a local back fills the frame's locals dict.
+    def launch_then_delete():
+        options = {"stream": None}
+        made = wp.zeros(4, dtype=float, device="cpu")
+        wp.launch(add_one, dim=4, inputs=[made], device="cpu", **options)
+        alive = weakref.ref(made)
+        del made
+        return alive() is not None
+
+    assert not launch_then_delete()
+    with stream_explicit(strict=False) as guard:
+        kept = [launch_then_delete() for _ in range(3)]
+    assert guard.calls == 3 and guard.ok
+    if sys.version_info >= (3, 13):
+        assert kept == [False] * 3
+    elif sys.version_info < (3, 12) or not COMPILED:
+        assert kept == [True] * 3
+    else:
+        assert kept == [True, False, False]
 
 
 # --- comprehensions: named as Python 3.12+ runs them, inside their function ----------------
