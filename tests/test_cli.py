@@ -815,6 +815,32 @@ atexit.register(lambda: print("ran", dict(ran), file=sys.stderr, flush=True))
     ]
 
 
+def test_a_hot_path_named_in_a_module_whose_name_is_a_str_subclass_is_found(tmp_path):
+    # BUG: --hot MODULE:NAME compared the frame's __name__ only where it was an exact str:
+    # code run under a name of a str subclass of the program's was never its hot path.
+    (tmp_path / "breaching.py").write_text("def breach(a):\n    a.numpy()\n")
+    source = """\
+import os
+import warp as wp
+wp.config.quiet = True
+class Loud(str):
+    def __eq__(self, other):
+        raise AssertionError("ran the program's __eq__")
+    __hash__ = str.__hash__
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "breaching.py")
+namespace = {"__name__": Loud("breaching")}
+exec(compile(open(path).read(), path, "exec"), namespace)
+namespace["breach"](wp.zeros(4, dtype=float, device="cpu"))
+"""
+    path = program(tmp_path, source)
+    status, _, err = trace("--hot", "breaching:breach", "--json", tmp_path / "r.json", path)
+    assert status == BREACHES, err
+    rows = load(tmp_path / "r.json")["breaches"]
+    assert [(r["api"], r["site"]["module"], r["site"]["function"]) for r in rows] == [
+        ("wp.array.numpy()", "breaching", "breach")
+    ]
+
+
 def test_programs_own_strict_guard(tmp_path):
     path = program(tmp_path, PRELUDE + "with trackgen_contract.hot_path_guard():\n    a.numpy()\n")
     status, _, err = trace(path)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 from typing import TypeVar
 
-from .sites import plain_text
+from .sites import module_name, plain_text
 
 F = TypeVar("F", bound=Callable)
 
@@ -60,8 +60,8 @@ def mark_function(fn: object) -> None:
     # The module as its frames run it (its globals' __name__, as a hot path marked by name
     # is matched), not __module__, which a decorator may have set to another.
     globals_ = getattr(_unwrapped(fn), "__globals__", None)
-    module = dict.get(globals_, "__name__") if isinstance(globals_, dict) else None
-    mark_code(code, module if type(module) is str else plain_text(code.co_filename))
+    named = isinstance(globals_, dict) and issubclass(type(dict.get(globals_, "__name__")), str)
+    mark_code(code, module_name(globals_) if named else plain_text(code.co_filename))
 
 
 def mark_code(code: CodeType, module: str) -> None:
@@ -161,8 +161,8 @@ def _marked_by_name(frame: FrameType) -> tuple[str, str] | None:
     modules = _names.get(qualname)
     if modules is None:
         return None
-    module = dict.get(frame.f_globals, "__name__")
-    return (module, qualname) if type(module) is str and module in modules else None
+    module = module_name(frame.f_globals)
+    return (module, qualname) if module in modules else None
 
 
 def _label(module: str, qualname: str) -> str:
