@@ -1696,8 +1696,8 @@ def test_a_failed_allocation_while_a_guard_is_counted_leaves_the_books_as_they_w
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_by_a_thread_tells_its_handlers_exceptions_from_ours():
     # The main thread of a child forked by another thread is that thread: it runs the
-    # child's signal handlers, and what they raise is theirs (passed on, not taken for a
-    # failure of a guard's), and a guard there defers them during its changes.
+    # child's signal handlers, and what they raise there, inside a guard, is told as
+    # theirs (passed on, not taken for a failure of the guard's).
     script = textwrap.dedent(
         """\
         import os, signal, threading
