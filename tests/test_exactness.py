@@ -17,6 +17,7 @@ import builtins
 import collections
 import contextlib
 import contextvars
+import copy
 import cProfile
 import functools
 import gc
@@ -1609,6 +1610,26 @@ class _Holder:
         self.inner.cmd.launch(x)  # two attributes from a local, the stream by position
 
 
+class _Defaulted:
+    """A holder whose class gives `cmd` a default (an inert value) that its own hides."""
+
+    cmd = None
+
+    def __init__(self, cmd: object) -> None:
+        self.cmd = cmd
+
+
+def _holding_a_launch(cmd: object, bound_to: object) -> object:
+    """A copy of the recorded launch `cmd` whose own attribute ``launch`` is the method
+    bound to `bound_to`, or to the copy itself where that is None (the same call as the
+    class's method would make there)."""
+    if cmd is None:
+        return None  # the cases' names only
+    copied = copy.copy(cmd)
+    copied.launch = (copied if bound_to is None else bound_to).launch
+    return copied
+
+
 _RECORDED = None  # a global receiver, set by the shape cases: ``_RECORDED.launch(...)``
 
 
@@ -1624,6 +1645,11 @@ def _shape_cases(arr, cmd, cmd2):
     cfg = {"fast": {"stream": None}, "slow": {}}
     partials = [functools.partial(wp.launch, stream=None)]
     graphs, name, by_id = {"fwd": cmd, "bwd": cmd2}, "fwd", {0: cmd2, 1: cmd}
+    own, other, defaulted = (
+        _holding_a_launch(cmd, None),
+        _holding_a_launch(cmd, cmd2),
+        _Defaulted(cmd),
+    )
     return {
         "keyword": (
             lambda: wp.launch(add_one, 8, inputs=[arr], stream=None),
@@ -1664,6 +1690,18 @@ def _shape_cases(arr, cmd, cmd2):
             Call("wp.Launch.launch", CMD[:1]),
         ),
         "bound on a global": (lambda: _RECORDED.launch(None), Call("wp.Launch.launch", CMD)),
+        "bound, held by the instance itself": (
+            lambda: own.launch(None),
+            Call("wp.Launch.launch", CMD),
+        ),
+        "another's bound method, held by the instance, no stream": (
+            lambda: other.launch(),
+            Call("wp.Launch.launch", CMD[:1]),
+        ),
+        "bound through an attribute its class defaults": (
+            lambda: defaulted.cmd.launch(stream=None),
+            Call("wp.Launch.launch", CMD),
+        ),
         "bound through an item": (
             lambda: holder.cmds[0].launch(stream=None),
             Call("wp.Launch.launch", CMD),

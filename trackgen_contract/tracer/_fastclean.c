@@ -40,7 +40,7 @@ typedef struct {
 } BindingSlots;
 
 typedef struct {
-    Py_ssize_t cls, instance_dict, mro, changeable, version;
+    Py_ssize_t cls, mro, changeable, version;
 } InstanceSlots;
 
 typedef struct {
@@ -344,23 +344,18 @@ vouch(CleanFilter *self, PyObject *instance, PyTypeObject *cls, unsigned int tag
     Py_XSETREF(*(PyObject **)((char *)instance + self->instance.version), seen);
 }
 
-/* `obj`'s own __dict__ (a new reference) through the descriptor `instance`
- * (fastpath._Instance) holds, where `obj` is still such an instance, else NULL (no
- * error of its own set: the callback clears any). */
+/* `obj.<name>` found the generic way (a new reference), as
+ * readback.generic_attribute finds it: never through `obj.__dict__`, which would make
+ * the dict CPython keeps inline until asked for (and slow every later attribute read of
+ * the object on 3.12). NULL where `obj` is no longer such an instance (fastpath._Instance),
+ * or with the lookup's error set (an AttributeError: none; the callback clears it). */
 static PyObject *
-own_dict(CleanFilter *self, PyObject *instance, PyObject *obj)
+generic_attribute(CleanFilter *self, PyObject *instance, PyObject *obj, PyObject *name)
 {
-    PyObject *cls = slot(instance, self->instance.cls);
-    PyObject *instance_dict = slot(instance, self->instance.instance_dict);
-    if (!instance_dict || !Py_IS_TYPE(instance_dict, &PyGetSetDescr_Type)
-        || !still_instance(self, instance, obj)) {
+    if (!PyUnicode_CheckExact(name) || !still_instance(self, instance, obj)) {
         return NULL;
     }
-    PyObject *own = Py_TYPE(instance_dict)->tp_descr_get(instance_dict, obj, cls);
-    if (own != NULL && !PyDict_Check(own)) {
-        Py_CLEAR(own);
-    }
-    return own;
+    return PyObject_GenericGetAttr(obj, name);
 }
 
 /* The caller's local `variable`, as f_locals has it, or its plain dict of globals' (never
@@ -458,7 +453,7 @@ step_class_holds(CleanFilter *self, PyObject *step, PyObject *obj, unsigned int 
 }
 
 /* One step of a receiver's path read off `obj` (a new reference), or NULL where it no
- * longer holds: `obj.<name>` read from its own __dict__ as fastpath.Step.read does, or
+ * longer holds: `obj.<name>` found the generic way as fastpath.Step.read finds it, or
  * an item (item_read). */
 static PyObject *
 step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *caller,
@@ -483,12 +478,7 @@ step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *calle
     if (!vouched(self, step, tag) && !step_class_holds(self, step, obj, tag)) {
         return NULL;
     }
-    PyObject *own = own_dict(self, step, obj);
-    if (own == NULL) {
-        return NULL;
-    }
-    PyObject *value = Py_XNewRef(PyDict_GetItemWithError(own, name));
-    Py_DECREF(own);
+    PyObject *value = generic_attribute(self, step, obj, name);
     /* A stored key's __eq__ in that lookup may have changed `obj` or its class. */
     if (value != NULL && (!still_instance(self, step, obj) || cls->tp_version_tag != tag)) {
         Py_CLEAR(value);
@@ -552,20 +542,21 @@ receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObje
         return FULL;
     }
     int result = FULL;
-    PyObject *own = NULL;
+    PyObject *method = NULL;
     unsigned int tag = version_tag((PyTypeObject *)cls);
     if (Py_TYPE(obj) != (PyTypeObject *)cls
         || (!vouched(self, check, tag) && !receiver_class_holds(self, check, obj, tag))) {
         goto done;
     }
-    own = own_dict(self, check, obj);
+    method = generic_attribute(self, check, obj, attribute);
     /* The lookup may run a stored key's __eq__, which may change `obj` or its class. */
-    if (own != NULL && PyDict_Contains(own, attribute) == 0 && still_instance(self, check, obj)
-        && ((PyTypeObject *)cls)->tp_version_tag == tag) {
+    if (method != NULL && Py_IS_TYPE(method, &PyMethod_Type)
+        && PyMethod_GET_FUNCTION(method) == target && PyMethod_GET_SELF(method) == obj
+        && still_instance(self, check, obj) && ((PyTypeObject *)cls)->tp_version_tag == tag) {
         result = ANSWERED;
     }
 done:
-    Py_XDECREF(own);
+    Py_XDECREF(method);
     Py_DECREF(obj);
     return result;
 }
@@ -1212,14 +1203,12 @@ same_offsets(PyTypeObject *step, PyTypeObject *receiver, InstanceSlots *i)
 {
     InstanceSlots other;
     if (slot_offset(step, "cls", &other.cls) < 0
-        || slot_offset(step, "instance_dict", &other.instance_dict) < 0
         || slot_offset(step, "mro", &other.mro) < 0
         || slot_offset(step, "changeable", &other.changeable) < 0
         || slot_offset(step, "version", &other.version) < 0) {
         return 0;
     }
-    if (other.cls != i->cls || other.instance_dict != i->instance_dict || other.mro != i->mro
-        || other.changeable != i->changeable || other.version != i->version) {
+    if (other.cls != i->cls || other.mro != i->mro || other.changeable != i->changeable || other.version != i->version) {
         PyErr_Format(PyExc_TypeError, "%s and %s do not share their instances' slots",
                      step->tp_name, receiver->tp_name);
         return 0;
@@ -1308,7 +1297,6 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(receiver, "attribute", &r->attribute) < 0
             || slot_offset(receiver, "target", &r->target) < 0
             || slot_offset(receiver, "cls", &i->cls) < 0
-            || slot_offset(receiver, "instance_dict", &i->instance_dict) < 0
             || slot_offset(receiver, "mro", &i->mro) < 0
             || slot_offset(receiver, "changeable", &i->changeable) < 0
             || slot_offset(receiver, "version", &i->version) < 0

@@ -57,6 +57,9 @@ Check = Callable[[FrameType], bool]
 _type_dict = type.__dict__["__dict__"].__get__
 _type_mro = type.__dict__["__mro__"].__get__
 _type_flags = type.__dict__["__flags__"].__get__
+_generic_getattr = object.__getattribute__
+_method_function = types.MethodType.__dict__["__func__"].__get__
+_method_self = types.MethodType.__dict__["__self__"].__get__
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose namespace can still change
 
 
@@ -601,10 +604,9 @@ def _bound_method_check(
     target = _type_dict(cls).get(attribute)
     if type(target) is not types.FunctionType or target.__code__ is not callee:
         return False
-    instance_dict = _plain_instance_dict(cls)
-    if instance_dict is None:
+    if not _generic_attributes(cls):
         return False
-    return Receiver(scope, variable, steps, cls, attribute, target, instance_dict)
+    return Receiver(scope, variable, steps, cls, attribute, target)
 
 
 def _walk(
@@ -766,18 +768,12 @@ def _root(scope: str, variable: str, frame: FrameType) -> object:
     return dict.get(globals_, variable, _GONE) if type(globals_) is dict else _GONE
 
 
-def _plain_instance_dict(cls: type) -> object | None:
-    """The descriptor of `cls`'s instances' own ``__dict__``, where attributes are found
-    the generic way (no ``__getattribute__`` of their own, a plain ``__dict__``; not
-    ``__slots__``) and first in `cls` itself (a metaclass's ``mro()`` may put another
-    class before it, which the checks would not look at), else None."""
+def _generic_attributes(cls: type) -> bool:
+    """Whether `cls`'s instances' attributes are found the generic way (no
+    ``__getattribute__`` of their own) and first in `cls` itself (a metaclass's ``mro()``
+    may put another class before it, which the checks would not look at)."""
     mro = _type_mro(cls)
-    if not mro or mro[0] is not cls:
-        return None
-    if class_lookup(cls, "__getattribute__") is not object.__getattribute__:
-        return None
-    own = class_lookup(cls, "__dict__")
-    return own if type(own) is types.GetSetDescriptorType else None
+    return bool(mro) and mro[0] is cls and class_lookup(cls, "__getattribute__") is _generic_getattr
 
 
 def _shadow(cls: type, name: str) -> tuple:
@@ -790,19 +786,19 @@ def _shadow(cls: type, name: str) -> tuple:
 
 
 class _Instance:
-    """An object whose attributes are read from its own ``__dict__`` (through its class's
-    descriptor `instance_dict`): still an instance of `cls`, whose MRO is still `mro`, with
-    no ``__getattribute__`` given since to one of its classes that can change
+    """An object whose attributes are found the generic way (`readback.generic_attribute`,
+    which never makes its ``__dict__``): still an instance of `cls`, whose MRO is still
+    `mro`, with no ``__getattribute__`` given since to one of its classes that can change
     (`changeable`: not built in). The compiled callback (``_fastclean.c``) makes the same
     tests on these fields, and keeps in `version` the class's version tag when its
     class-level tests last passed: CPython gives a class a new tag at every change to it
     or a base, so while the tag is the same they pass again, and only the instance's are
     made."""
 
-    __slots__ = ("changeable", "cls", "instance_dict", "mro", "version")
+    __slots__ = ("changeable", "cls", "mro", "version")
 
-    def __init__(self, cls: type, instance_dict: object) -> None:
-        self.cls, self.instance_dict = cls, instance_dict
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
         self.mro = _type_mro(cls)
         self.changeable = tuple(k for k in self.mro if _type_flags(k) & _HEAPTYPE)
         self.version = 0  # none yet: 0 is no class's tag
@@ -813,29 +809,25 @@ class _Instance:
         user's type may run its ``__eq__`` in them, and that may change either."""
         return type(obj) is self.cls and _type_mro(self.cls) is self.mro
 
-    def own(self, obj: object) -> dict | None:
-        """`obj`'s own ``__dict__`` where `obj` is still such an instance, else None."""
+    def generic(self, obj: object) -> bool:
+        """Whether `obj` is still such an instance, its attributes found the generic way."""
         if not self.still(obj):
-            return None  # another class, or its bases were changed
+            return False  # another class, or its bases were changed
         for klass in self.changeable:
             if "__getattribute__" in _type_dict(klass):
-                return None  # given one since (by the class or a base)
-        if not self.still(obj):
-            return None
-        own = _get_descriptor(self.instance_dict, obj, self.cls)
-        # A dict subclass is read as a plain dict, as Python does.
-        return own if type(own) is dict or issubclass(type(own), dict) else None
+                return False  # given one since (by the class or a base)
+        return self.still(obj)
 
 
 class Step(_Instance):
-    """One attribute on a receiver's path (``self.cmd``): `name`, found in the object's
-    own ``__dict__``, behind nothing its classes hold but the `shadow` they held when it
-    was learnt (see `_shadow`: nothing, or an inert value)."""
+    """One attribute on a receiver's path (``self.cmd``): `name`, found the generic way
+    behind nothing its classes hold but the `shadow` they held when it was learnt (see
+    `_shadow`: nothing, or an inert value, found where the object has none of its own)."""
 
     __slots__ = ("name", "shadow")
 
-    def __init__(self, cls: type, instance_dict: object, name: str, shadow: tuple) -> None:
-        super().__init__(cls, instance_dict)
+    def __init__(self, cls: type, name: str, shadow: tuple) -> None:
+        super().__init__(cls)
         self.name, self.shadow = name, shadow
 
     @classmethod
@@ -844,21 +836,22 @@ class Step(_Instance):
         be read back that way (a property, slots, a ``__getattribute__``); `read` tells
         whether `obj` itself has the attribute."""
         kind = type(obj)
-        instance_dict = _plain_instance_dict(kind)
-        shadow = _shadow(kind, name)
-        if instance_dict is None or (shadow and not _inert(shadow[0])):
+        if type(name) is not str or not _generic_attributes(kind):
             return None
-        return cls(kind, instance_dict, name, shadow)
+        shadow = _shadow(kind, name)
+        return None if shadow and not _inert(shadow[0]) else cls(kind, name, shadow)
 
     def read(self, obj: object, frame: FrameType) -> object:
         """``obj.<name>`` as the call loads it, or `_GONE` where this step no longer holds."""
-        own = self.own(obj)
-        if own is None:
+        if not self.generic(obj):
             return _GONE
         shadow = _shadow(self.cls, self.name)
         if len(shadow) != len(self.shadow) or (shadow and shadow[0] is not self.shadow[0]):
             return _GONE  # the class was given an attribute of that name since
-        value = dict.get(own, self.name, _GONE)
+        try:
+            value = readback.generic_attribute(obj, self.name)
+        except readback.Unresolved:
+            return _GONE
         return value if self.still(obj) else _GONE
 
 
@@ -934,7 +927,8 @@ class Receiver(_Instance):
     ``"fast"``, ``"global"``, or ``"name"`` in a module's body, see `_module_body`)
     `variable`, or reached from it by the `path` of `Step` and `Item`, is still an instance of
     `cls`, whose own namespace binds `attribute` to `target` (the watched function), and
-    whose own ``__dict__`` does not shadow it (see `_Instance`)."""
+    found the generic way, it is still `target` bound to `obj` (no other value of the
+    instance's own shadows it; see `_Instance`)."""
 
     __slots__ = (
         "attribute",
@@ -955,9 +949,8 @@ class Receiver(_Instance):
         cls: type,
         attribute: str,
         target: object,
-        instance_dict: object,
     ) -> None:
-        super().__init__(cls, instance_dict)
+        super().__init__(cls)
         self.scope = scope
         self.from_globals = scope != "fast"  # the compiled test reads these two flags
         self.module_body = scope == "name"
@@ -968,10 +961,18 @@ class Receiver(_Instance):
         obj = _follow(self.scope, self.variable, self.path, frame)
         if type(obj) is not self.cls or self.namespace.get(self.attribute) is not self.target:
             return False
-        own = self.own(obj)
-        return own is not None and not _dict_has(own, self.attribute) and self.still(obj)
+        if not self.generic(obj):
+            return False
+        try:
+            method = readback.generic_attribute(obj, self.attribute)
+        except readback.Unresolved:
+            return False
+        return (
+            type(method) is types.MethodType
+            and _method_function(method) is self.target
+            and _method_self(method) is obj
+            and self.still(obj)
+        )
 
 
-_get_descriptor = types.GetSetDescriptorType.__get__
 _is_str = partial(operator.is_, str)
-_dict_has = dict.__contains__
