@@ -293,6 +293,34 @@ def test_the_compiled_filter_answers_clean_calls_without_the_python_callback():
     assert counts["0"][-1] < 100  # compiled: only while the sites are learnt
 
 
+def _learnt(caller: types.CodeType) -> bool:
+    return any(getattr(site, "caller", None) is caller for site in fastpath.table.values())
+
+
+@needs_clean_filter
+def test_a_clean_site_the_table_no_longer_holds_is_judged_again(arr):
+    # The compiled filter remembers the last clean site it found in the table; any change
+    # to the table (a site added or replaced, the table emptied) must make it look again.
+    def loop(n):
+        for _ in range(n):
+            wp.launch(add_one, 8, inputs=[arr], stream=None)
+
+    def other():
+        wp.launch(add_one, 8, inputs=[arr], stream=None)
+
+    with stream_explicit(strict=False) as guard:
+        loop(3)
+        assert _learnt(loop.__code__)
+        fastpath.table.clear()
+        loop(2)  # judged in full once more, and learnt again
+        assert _learnt(loop.__code__)
+        fastpath.table.pop(next(iter(fastpath.table)))
+        other()  # another site added meanwhile
+        loop(2)
+        assert _learnt(loop.__code__) and _learnt(other.__code__)
+    assert guard.ok and guard.calls == 8
+
+
 _COUNT_GETFRAMES_OF_REPEATS = """
 import functools, sys, warp as wp
 from acme.kernels import add_one

@@ -631,9 +631,9 @@ class _Replayer:
 
 def _dict_made(obj):
     # CPython keeps an instance's attributes inline until its __dict__ is asked for. Once
-    # it has made the dict, every attribute read of the object takes a slower path for
-    # the rest of its life on 3.11 and 3.12 (Warp's Launch.launch, ~10% slower). The GC
-    # then lists the dict among the object's referents.
+    # it has made the dict, every attribute read and write of the object takes a slower
+    # path for the rest of its life (Warp's Launch.launch, ~10% slower on 3.11 and 3.12).
+    # The GC then lists the dict among the object's referents.
     return any(type(referent) is dict for referent in gc.get_referents(obj))
 
 

@@ -163,9 +163,9 @@ def generic_attribute(obj: object, name: str) -> object:
     `_binds_plainly`), or `Unresolved` (a ``__getattr__`` would answer, or nothing).
 
     Not through ``obj.__dict__``: CPython keeps an instance's attributes inline until its
-    ``__dict__`` is asked for, and once it has made the dict every later attribute read of
-    the object is slower, for the rest of its life (3.11 and 3.12: ~10% on Warp's
-    ``Launch.launch``)."""
+    ``__dict__`` is asked for, and once it has made the dict every later attribute read
+    and write of the object takes a slower path, for the rest of its life (2.2-3.7x on
+    3.11-3.15; ~10% of Warp's ``Launch.launch`` on 3.11 and 3.12)."""
     try:
         return _generic_getattr(obj, name)
     except AttributeError as error:

@@ -77,6 +77,7 @@ typedef struct {
     PyObject *on_start;  /* the Python callback: every call the filter does not answer */
     PyObject *active;    /* the ContextVar of running tracers */
     PyObject *table;     /* fastpath.table */
+    int watched;         /* whether the table is watched for the memo (see clean_site) */
     PyObject *repeats;   /* fastpath.repeats */
     PyObject *last;      /* fastpath.last */
     PyObject *quiet;     /* fastpath.quiet */
@@ -346,8 +347,8 @@ vouch(CleanFilter *self, PyObject *instance, PyTypeObject *cls, unsigned int tag
 
 /* `obj.<name>` found the generic way (a new reference), as
  * readback.generic_attribute finds it: never through `obj.__dict__`, which would make
- * the dict CPython keeps inline until asked for (and slow every later attribute read of
- * the object on 3.12). NULL where `obj` is no longer such an instance (fastpath._Instance),
+ * the dict CPython keeps inline until asked for (and slow every later attribute read and
+ * write of the object). NULL where `obj` is no longer such an instance (fastpath._Instance),
  * or with the lookup's error set (an AttributeError: none; the callback clears it). */
 static PyObject *
 generic_attribute(CleanFilter *self, PyObject *instance, PyObject *obj, PyObject *name)
@@ -741,34 +742,92 @@ named(CleanFilter *self, PyObject *globals, PyObject *name)
     return (found == NULL ? Py_None : found) == name;
 }
 
+/* The last clean site found in a filter's table (fastpath.table) by the caller's code
+ * and offset and the callee's code: a hot loop asks for the same one at every call, and
+ * finding it again here spares the offset's int, the table's lookup and its compare.
+ * Its pointers are borrowed from the table, which holds `clean` (and `clean` its codes):
+ * the table is watched, and the memo is forgotten before any change to it is made. */
+static struct {
+    PyObject *table, *caller, *callee, *clean;
+    int lasti;
+} memo;
+static int table_watcher = -1;  /* none yet */
+
+static int
+table_changed(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *value)
+{
+    if (dict == memo.table) {
+        memo.table = NULL;
+    }
+    return 0;
+}
+
+/* Watch `table` for the memo's sake: 1, or 0 where CPython has no watcher left to
+ * give (the table is then looked up at every call), or -1 with an error set. */
+static int
+watch(PyObject *table)
+{
+    if (table_watcher < 0) {
+        table_watcher = PyDict_AddWatcher(table_changed);
+        if (table_watcher < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return PyDict_Watch(table_watcher, table) < 0 ? -1 : 1;
+}
+
+/* The remembered clean site in the table at `key` for `caller_code` (borrowed), or NULL
+ * (with the lookup's error set where it failed); `direct` tells whether the table holds
+ * it itself (not among the sites of several callers sharing the offset). */
+static PyObject *
+table_site(CleanFilter *self, PyObject *key, PyCodeObject *caller_code, int *direct)
+{
+    PyObject *clean = PyDict_GetItemWithError(self->table, key);
+    *direct = clean != NULL && !Py_IS_TYPE(clean, self->several_type);
+    if (clean == NULL || *direct) {
+        return clean;
+    }
+    PyObject *others = slot(clean, self->several_others);
+    key = PyLong_FromVoidPtr(caller_code);  /* id() of the caller's code */
+    clean = NULL;
+    if (key != NULL && others != NULL && PyDict_CheckExact(others)) {
+        clean = PyDict_GetItemWithError(others, key);
+    }
+    Py_XDECREF(key);
+    return clean;
+}
+
 /* The remembered clean site `caller` is executing for `code`, or NULL (a new reference). */
 static PyObject *
 clean_site(CleanFilter *self, PyObject *code, PyFrameObject *caller, PyObject *globals)
 {
-    PyObject *key = PyLong_FromLong(PyFrame_GetLasti(caller));
-    if (key == NULL) {
-        return NULL;
-    }
-    PyObject *clean = PyDict_GetItemWithError(self->table, key);
-    Py_DECREF(key);
-    if (clean == NULL) {
-        return NULL;
-    }
+    int lasti = PyFrame_GetLasti(caller), direct = 0;
     PyCodeObject *caller_code = PyFrame_GetCode(caller);
-    if (Py_IS_TYPE(clean, self->several_type)) {
-        PyObject *others = slot(clean, self->several_others);
-        key = PyLong_FromVoidPtr(caller_code);  /* id() of the caller's code */
-        clean = NULL;
-        if (key != NULL && others != NULL && PyDict_CheckExact(others)) {
-            clean = PyDict_GetItemWithError(others, key);
-        }
-        Py_XDECREF(key);
+    PyObject *clean = NULL;
+    if (memo.table != NULL && memo.table == self->table && memo.lasti == lasti
+        && memo.caller == (PyObject *)caller_code && memo.callee == code) {
+        clean = memo.clean;
     }
-    int found = clean != NULL && Py_IS_TYPE(clean, self->clean_type)
-                && slot(clean, self->clean.caller) == (PyObject *)caller_code
-                && slot(clean, self->clean.callee) == code;
+    else {
+        PyObject *key = PyLong_FromLong(lasti);
+        clean = key == NULL ? NULL : table_site(self, key, caller_code, &direct);
+        Py_XDECREF(key);
+        if (clean == NULL || !Py_IS_TYPE(clean, self->clean_type)
+            || slot(clean, self->clean.caller) != (PyObject *)caller_code
+            || slot(clean, self->clean.callee) != code) {
+            clean = NULL;
+        }
+        else if (direct && self->watched) {
+            memo.table = self->table;
+            memo.caller = (PyObject *)caller_code;
+            memo.callee = code;
+            memo.clean = clean;
+            memo.lasti = lasti;
+        }
+    }
     Py_DECREF(caller_code);
-    if (!found) {
+    if (clean == NULL) {
         return NULL;
     }
     /* Held from here: the lookup below may run a str subclass key's __eq__, which may
@@ -1269,6 +1328,10 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
     }
     if (!PyDict_CheckExact(self->table) || !PyDict_CheckExact(self->repeats)) {
         PyErr_SetString(PyExc_TypeError, "fastpath.table or fastpath.repeats is not a dict");
+        return -1;
+    }
+    self->watched = watch(self->table);
+    if (self->watched < 0) {
         return -1;
     }
     CleanSlots *c = &self->clean;
