@@ -1066,6 +1066,14 @@ class _Descriptors:
         counts["cached_property"] += 1
         return {"stream": None}
 
+    if sys.version_info < (3, 13):  # a classmethod binds what it wraps through its __get__
+
+        @classmethod
+        @property
+        def class_launch(cls):
+            counts["classmethod of a property"] += 1
+            return wp.launch
+
 
 class _Lazy:
     def __getattr__(self, name):
@@ -1215,6 +1223,18 @@ def _inspected_module():
     return module
 
 
+def _classmethod_of_a_property(k, arr, passed):
+    if sys.version_info >= (3, 13):
+        return {}
+    return {
+        "classmethod of a property callable": (
+            _Descriptors,
+            lambda o: o.class_launch(k, 8, inputs=[arr], stream=None),
+            Call("wp.launch", passed, knowable=False),
+        )
+    }
+
+
 def _reads(arr):
     """name -> (make the user's objects, make the call with them, the truth)."""
     k, full = add_one, (add_one, 8, [arr], [], [], [], "cpu", None)
@@ -1245,6 +1265,7 @@ def _reads(arr):
             lambda o: wp.launch(k, 8, inputs=[arr], **o.cached_kw),
             Call("wp.launch", passed, knowable=False),
         ),
+        **_classmethod_of_a_property(k, arr, passed),
         "__getattr__ callable": (
             _Lazy,
             lambda o: o.launch(k, 8, inputs=[arr], stream=None),

@@ -54,6 +54,8 @@ _shadowed_cells: CodeCache[frozenset[str]] = CodeCache()
 _GENERIC_GETATTRIBUTE = (object.__getattribute__, types.SimpleNamespace.__getattribute__)
 _type_getattribute = type.__getattribute__
 _generic_getattr = object.__getattribute__
+_classmethod_function = classmethod.__dict__["__func__"].__get__
+_CLASSMETHOD_CHAINS = sys.version_info < (3, 13)
 _module_getattribute = types.ModuleType.__getattribute__
 _type_mro = type.__dict__["__mro__"].__get__
 _type_dict = type.__dict__["__dict__"].__get__
@@ -109,12 +111,20 @@ def _instance_dict(obj: object) -> dict | None:
 
 def _binds_plainly(value: object) -> bool:
     """Whether a class attribute `value` is read through an instance or its class by
-    CPython's own code alone: a function, a ``staticmethod``, a ``classmethod``, or a value
-    that is no descriptor."""
+    CPython's own code alone: a function, a ``staticmethod``, a ``classmethod`` (of a
+    function, before 3.13: there it binds what it wraps through that object's own
+    ``__get__``, a ``property`` say), or a value that is no descriptor."""
     kind = type(value)
+    if kind is classmethod and _CLASSMETHOD_CHAINS:
+        return not _has_get(_classmethod_function(value))
     if kind is types.FunctionType or kind is staticmethod or kind is classmethod:
         return True
-    return class_lookup(kind, "__get__") is _MISSING
+    return not _has_get(value)
+
+
+def _has_get(value: object) -> bool:
+    kind = type(value)
+    return kind is not types.FunctionType and class_lookup(kind, "__get__") is not _MISSING
 
 
 def _bind(value: object, obj: object, cls: type) -> object:

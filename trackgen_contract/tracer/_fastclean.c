@@ -476,7 +476,10 @@ step_read(CleanFilter *self, PyObject *step, PyObject *obj, PyFrameObject *calle
     /* The class the step names (`obj`'s, as still_instance found), which the step holds. */
     PyTypeObject *cls = (PyTypeObject *)slot(step, self->instance.cls);
     unsigned int tag = version_tag(cls);
-    if (!vouched(self, step, tag) && !step_class_holds(self, step, obj, tag)) {
+    /* Its tag again: a stored key's __eq__ in those tests may have changed the class (given
+     * it a property, which the generic read would run). */
+    if ((!vouched(self, step, tag) && !step_class_holds(self, step, obj, tag))
+        || cls->tp_version_tag != tag) {
         return NULL;
     }
     PyObject *value = generic_attribute(self, step, obj, name);
@@ -546,7 +549,8 @@ receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObje
     PyObject *method = NULL;
     unsigned int tag = version_tag((PyTypeObject *)cls);
     if (Py_TYPE(obj) != (PyTypeObject *)cls
-        || (!vouched(self, check, tag) && !receiver_class_holds(self, check, obj, tag))) {
+        || (!vouched(self, check, tag) && !receiver_class_holds(self, check, obj, tag))
+        || ((PyTypeObject *)cls)->tp_version_tag != tag) {  /* changed by those tests */
         goto done;
     }
     method = generic_attribute(self, check, obj, attribute);
