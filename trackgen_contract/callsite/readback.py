@@ -116,15 +116,15 @@ def _binds_plainly(value: object) -> bool:
     ``__get__``, a ``property`` say), or a value that is no descriptor."""
     kind = type(value)
     if kind is classmethod and _CLASSMETHOD_CHAINS:
-        return not _has_get(_classmethod_function(value))
+        wrapped = _classmethod_function(value)
+        return type(wrapped) is types.FunctionType or _no_descriptor(wrapped)
     if kind is types.FunctionType or kind is staticmethod or kind is classmethod:
         return True
-    return not _has_get(value)
+    return _no_descriptor(value)
 
 
-def _has_get(value: object) -> bool:
-    kind = type(value)
-    return kind is not types.FunctionType and class_lookup(kind, "__get__") is not _MISSING
+def _no_descriptor(value: object) -> bool:
+    return class_lookup(type(value), "__get__") is _MISSING
 
 
 def _bind(value: object, obj: object, cls: type) -> object:

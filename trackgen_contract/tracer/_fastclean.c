@@ -1271,7 +1271,8 @@ same_offsets(PyTypeObject *step, PyTypeObject *receiver, InstanceSlots *i)
         || slot_offset(step, "version", &other.version) < 0) {
         return 0;
     }
-    if (other.cls != i->cls || other.mro != i->mro || other.changeable != i->changeable || other.version != i->version) {
+    if (other.cls != i->cls || other.mro != i->mro || other.changeable != i->changeable
+        || other.version != i->version) {
         PyErr_Format(PyExc_TypeError, "%s and %s do not share their instances' slots",
                      step->tp_name, receiver->tp_name);
         return 0;

@@ -57,7 +57,6 @@ Check = Callable[[FrameType], bool]
 _type_dict = type.__dict__["__dict__"].__get__
 _type_mro = type.__dict__["__mro__"].__get__
 _type_flags = type.__dict__["__flags__"].__get__
-_generic_getattr = object.__getattribute__
 _method_function = types.MethodType.__dict__["__func__"].__get__
 _method_self = types.MethodType.__dict__["__self__"].__get__
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose namespace can still change
@@ -773,7 +772,8 @@ def _generic_attributes(cls: type) -> bool:
     ``__getattribute__`` of their own) and first in `cls` itself (a metaclass's ``mro()``
     may put another class before it, which the checks would not look at)."""
     mro = _type_mro(cls)
-    return bool(mro) and mro[0] is cls and class_lookup(cls, "__getattribute__") is _generic_getattr
+    getattribute = class_lookup(cls, "__getattribute__")
+    return bool(mro) and mro[0] is cls and getattribute is object.__getattribute__
 
 
 def _shadow(cls: type, name: str) -> tuple:
@@ -818,6 +818,16 @@ class _Instance:
                 return False  # given one since (by the class or a base)
         return self.still(obj)
 
+    def found(self, obj: object, name: str) -> object:
+        """``obj.<name>`` found the generic way where `obj` is still such an instance,
+        else `_GONE`."""
+        if not self.generic(obj):
+            return _GONE
+        try:
+            return readback.generic_attribute(obj, name)
+        except readback.Unresolved:
+            return _GONE
+
 
 class Step(_Instance):
     """One attribute on a receiver's path (``self.cmd``): `name`, found the generic way
@@ -843,15 +853,10 @@ class Step(_Instance):
 
     def read(self, obj: object, frame: FrameType) -> object:
         """``obj.<name>`` as the call loads it, or `_GONE` where this step no longer holds."""
-        if not self.generic(obj):
-            return _GONE
         shadow = _shadow(self.cls, self.name)
         if len(shadow) != len(self.shadow) or (shadow and shadow[0] is not self.shadow[0]):
             return _GONE  # the class was given an attribute of that name since
-        try:
-            value = readback.generic_attribute(obj, self.name)
-        except readback.Unresolved:
-            return _GONE
+        value = self.found(obj, self.name)
         return value if self.still(obj) else _GONE
 
 
@@ -961,12 +966,7 @@ class Receiver(_Instance):
         obj = _follow(self.scope, self.variable, self.path, frame)
         if type(obj) is not self.cls or self.namespace.get(self.attribute) is not self.target:
             return False
-        if not self.generic(obj):
-            return False
-        try:
-            method = readback.generic_attribute(obj, self.attribute)
-        except readback.Unresolved:
-            return False
+        method = self.found(obj, self.attribute)
         return (
             type(method) is types.MethodType
             and _method_function(method) is self.target
