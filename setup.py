@@ -10,17 +10,18 @@ import sys
 
 from setuptools import Extension, setup
 
-if sys.version_info >= (3, 12):
-    name = "_fastclean"
-else:
-    name = "_fastprofile"
+TRACER = "trackgen_contract/tracer"
 
-setup(
-    ext_modules=[
-        Extension(
-            f"trackgen_contract.tracer.{name}",
-            [f"trackgen_contract/tracer/{name}.c"],
-            optional=True,
-        )
-    ]
-)
+if sys.version_info >= (3, 12):
+    extension = Extension(
+        "trackgen_contract.tracer._fastclean",
+        [f"{TRACER}/_fastclean.c", f"{TRACER}/_callerframe.c"],
+        depends=[f"{TRACER}/_callerframe.h"],
+        optional=True,
+    )
+else:
+    extension = Extension(
+        "trackgen_contract.tracer._fastprofile", [f"{TRACER}/_fastprofile.c"], optional=True
+    )
+
+setup(ext_modules=[extension])

@@ -293,6 +293,73 @@ def test_the_compiled_filter_answers_clean_calls_without_the_python_callback():
     assert counts["0"][-1] < 100  # compiled: only while the sites are learnt
 
 
+# Calls the interpreter makes directly from the site's instruction, at sites no check can
+# re-read (a class with __slots__ on the way to the receiver, a negative index, an
+# OrderedDict's item), and the same site's calls made through C code (a partial).
+_DIRECT_CALLS = """
+import collections, functools, sys, warp as wp
+from acme.kernels import add_one
+from trackgen_contract import stream_explicit
+arr = wp.zeros(8, dtype=float, device="cpu")
+cmd = wp.launch(add_one, dim=8, inputs=[arr], device="cpu", record_cmd=True)
+counted = []
+sys.addaudithook(lambda event, args: event == "sys._getframe" and counted.append(event))
+class Holder:
+    __slots__ = ("cmd", "cmds", "named")
+    def __init__(self, cmd):
+        self.cmd, self.cmds = cmd, [cmd, cmd]
+        self.named = collections.OrderedDict(fwd=cmd)
+    def launches(self):
+        name = "fwd"
+        for i in range(200):
+            self.cmd.launch(stream=None)
+            self.cmds[-1].launch(stream=None)
+            self.named[name].launch(stream=None)
+class Through:  # the site's callable made in C: the partial calls the method
+    def __init__(self, cmd):
+        self.launch = functools.partial(type(cmd).launch, cmd)
+def relaunch(receivers):
+    for receiver in receivers:
+        receiver.launch(stream=None)
+with stream_explicit(strict=False) as guard:
+    Holder(cmd).launches()
+    direct = len(counted)
+    relaunch([cmd] * 100 + [Through(cmd)] * 100 + [cmd] * 100)
+    through = len(counted) - direct
+print(guard.ok, guard.calls, len(guard.violations))
+print(direct, through)
+"""
+
+
+@needs_clean_filter
+def test_a_direct_call_is_answered_where_no_check_can_re_read_its_callable():
+    # The compiled filter tells from the interpreter's frames a call that the site's own
+    # instruction made (Clean.direct_proves): such a call at a site whose callable no
+    # check re-reads is answered from the site, on 3.13+ as on 3.12 (where the offset
+    # tells it). A call made through C at a remembered site is never answered that way.
+    results = {}
+    for setting in ("0", "1"):
+        tests = os.path.dirname(__file__)
+        env = {**os.environ, "TRACKGEN_CONTRACT_PURE_PYTHON": setting, "PYTHONPATH": tests}
+        done = subprocess.run(
+            [sys.executable, "-c", _DIRECT_CALLS],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        results[setting] = done.stdout.splitlines()[-2:]
+    assert results["0"][0] == results["1"][0]  # the same verdicts and counts
+    direct, through = (int(n) for n in results["0"][1].split())
+    pure_direct, pure_through = (int(n) for n in results["1"][1].split())
+    assert pure_direct >= 600 and pure_through >= 300  # the Python callback: every call
+    assert direct < 40  # compiled: while the three sites are learnt
+    # Each call through the partial reaches the Python callback (judged in full: two
+    # frames read), the 200 direct calls around them do not.
+    assert 100 <= through < 250 and through < pure_through
+
+
 def _learnt(caller: types.CodeType) -> bool:
     return any(getattr(site, "caller", None) is caller for site in fastpath.table.values())
 
@@ -398,6 +465,15 @@ def test_the_compiled_filter_answers_repeat_breaches_without_the_python_callback
     assert direct < 100  # compiled: only while the sites are judged and remembered
     # the launch site no longer loads wp.launch: judged in full, by the Python callback
     assert through_c >= 100 and python[2] >= 300
+
+
+@needs_clean_filter
+def test_the_filter_reads_the_interpreters_frames_where_it_knows_them():
+    # Where this build of CPython ships its internal frame headers (3.12-3.15), the
+    # filter reaches the caller without making the watched function's frame object, and
+    # tells a direct call from one made through C (see _callerframe.c).
+    known_layout = (3, 12) <= sys.version_info < (3, 16)
+    assert bool(_fastclean.READS_FRAME_CHAIN) is known_layout
 
 
 @needs_clean_filter

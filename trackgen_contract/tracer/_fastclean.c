@@ -24,6 +24,8 @@
 #include <frameobject.h>
 #include <structmember.h>
 
+#include "_callerframe.h"
+
 #ifndef Py_T_OBJECT_EX
 #define Py_T_OBJECT_EX T_OBJECT_EX
 #endif
@@ -32,7 +34,7 @@
  * descriptors when a filter is made, and an object is read at them only after its
  * exact type was checked. */
 typedef struct {
-    Py_ssize_t caller, callee, name, binding, check, counted;
+    Py_ssize_t caller, callee, name, binding, check, counted, direct_proves;
 } CleanSlots;
 
 typedef struct {
@@ -1081,16 +1083,9 @@ done:
 static int
 answer(CleanFilter *self, PyObject *code, PyObject *tracers)
 {
-    /* The watched function's frame (borrowed), as sys._getframe(1) in the callback. */
-    PyFrameObject *callee = PyEval_GetFrame();
-    PyFrameObject *caller = NULL;
-    if (callee != NULL) {
-        PyCodeObject *callee_code = PyFrame_GetCode(callee);
-        if ((PyObject *)callee_code == code) {
-            caller = PyFrame_GetBack(callee);
-        }
-        Py_DECREF(callee_code);
-    }
+    /* The watched function's caller, as sys._getframe(2) in the callback. */
+    int direct = 0;
+    PyFrameObject *caller = caller_frame(code, &direct);
     if (caller == NULL) {
         PyErr_Clear();  /* a frame object it could not make: the callback tries again */
         return FULL;
@@ -1108,11 +1103,15 @@ answer(CleanFilter *self, PyObject *code, PyObject *tracers)
         }
         goto done;
     }
-    PyObject *binding = slot(clean, self->clean.binding), *check = slot(clean, self->clean.check);
-    int loads = site_loads(self, binding, check, caller, globals);
-    if (loads != ANSWERED) {
-        result = loads;
-        goto done;
+    /* A call the site's instruction made itself, where that proves it (Clean.direct_proves),
+     * needs no check of the callable the site loads. */
+    if (!direct || slot(clean, self->clean.direct_proves) != Py_True) {
+        PyObject *binding = slot(clean, self->clean.binding);
+        int loads = site_loads(self, binding, slot(clean, self->clean.check), caller, globals);
+        if (loads != ANSWERED) {
+            result = loads;
+            goto done;
+        }
     }
     now = quiet_answer(self, tracers);
     counting = now == NULL ? NULL : watching(self, now, clean);
@@ -1352,6 +1351,7 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(clean, "binding", &c->binding) < 0
             || slot_offset(clean, "check", &c->check) < 0
             || slot_offset(clean, "counted", &c->counted) < 0
+            || slot_offset(clean, "direct_proves", &c->direct_proves) < 0
             || slot_offset(binding, "variable", &b->variable) < 0
             || slot_offset(binding, "bound", &b->bound) < 0
             || slot_offset(binding, "namespace", &b->namespace) < 0
@@ -1470,7 +1470,8 @@ PyInit__fastclean(void)
     if (module == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(module, "CleanFilter", (PyObject *)&CleanFilterType) < 0) {
+    if (PyModule_AddObjectRef(module, "CleanFilter", (PyObject *)&CleanFilterType) < 0
+        || PyModule_AddIntConstant(module, "READS_FRAME_CHAIN", reads_frame_chain) < 0) {
         Py_DECREF(module);
         return NULL;
     }
