@@ -10,7 +10,9 @@ tells most sites apart; callers with a site at the same offset share a slot, one
 more), identity tests on the caller's and the callee's code objects, and, where the
 offset alone cannot prove that the site calls the watched function itself (3.13+, where
 a direct call and one made through C rest on the same instruction, or a stream passed by
-position), a re-read of the callable the site loads and an identity test. A call with
+position), a re-read of the callable the site loads and an identity test. (On 3.13+ the
+compiled filter tells a direct call from the interpreter's frames instead, where that
+proves the call: see `Clean.direct_proves`.) A call with
 ``*`` or ``**`` parts (``wp.launch(k, n, **opts)``, or Warp's own
 ``launch(*args, **kwargs)`` in ``launch_tiled``) has its parts read again too, as the
 full path reads them (`Spread`). A site in Warp's own code (a memset or a
