@@ -16,12 +16,10 @@
  * public route. The interpreter's headers stay in this file alone: they define what
  * only CPython itself should see.
  *
- * The chain tells one more thing: whether the caller's instruction pushed the watched
- * function's frame itself. The interpreter does that for a call of a Python function
- * (or a bound method of one) at a call instruction, with no PEP 523 frame evaluator
- * installed. Any call made by C code (functools.partial, a C function calling back, an
- * evaluator) runs the function in an evaluation of its own, which links an entry frame of
- * its own (an incomplete one) between the two.
+ * (The chain could tell a call the caller's instruction made itself from one made by C
+ * code, which 3.13+ rest on the same instruction. The filter does not use that: the
+ * Python callback and the full path cannot see it, and a verdict must not depend on
+ * which filter runs.)
  */
 #include "_callerframe.h"
 
@@ -46,18 +44,14 @@
 
 /* The caller's frame object where the chain has one already (borrowed), else NULL. */
 static PyFrameObject *
-made_caller_frame(PyObject *code, int *direct)
+made_caller_frame(PyObject *code)
 {
     _PyInterpreterFrame *callee = _PyThreadState_GetFrame(PyThreadState_Get());
     if (callee == NULL || (PyObject *)FRAME_CODE(callee) != code) {
         return NULL;
     }
     _PyInterpreterFrame *caller = _PyFrame_GetFirstComplete(callee->previous);
-    if (caller == NULL || caller->frame_obj == NULL) {
-        return NULL;
-    }
-    *direct = caller == callee->previous;
-    return caller->frame_obj;
+    return caller == NULL ? NULL : caller->frame_obj;
 }
 
 const int reads_frame_chain = 1;
@@ -66,11 +60,10 @@ const int reads_frame_chain = 0;
 #endif
 
 PyFrameObject *
-caller_frame(PyObject *code, int *direct)
+caller_frame(PyObject *code)
 {
-    *direct = 0;
 #ifdef FRAME_CHAIN
-    PyFrameObject *made = made_caller_frame(code, direct);
+    PyFrameObject *made = made_caller_frame(code);
     if (made != NULL) {
         return (PyFrameObject *)Py_NewRef(made);
     }

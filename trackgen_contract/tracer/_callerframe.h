@@ -9,10 +9,8 @@
 /* The frame object of the caller of the running function `code`, as
  * PyFrame_GetBack(PyEval_GetFrame()) finds it where the running function's code is
  * `code` (a new reference), or NULL where it has none (an error may be set: a frame
- * object that could not be made). `*direct` is set to 1 where the caller's own
- * instruction pushed the running function's frame (no C code between them), as far as
- * the interpreter's frames tell; it stays 0 where they do not. */
-PyFrameObject *caller_frame(PyObject *code, int *direct);
+ * object that could not be made). */
+PyFrameObject *caller_frame(PyObject *code);
 
 /* 1 where caller_frame reads the interpreter's frame chain (this build knows its
  * layout), 0 where it takes the public route alone. */

@@ -34,7 +34,7 @@
  * descriptors when a filter is made, and an object is read at them only after its
  * exact type was checked. */
 typedef struct {
-    Py_ssize_t caller, callee, name, binding, check, counted, direct_proves;
+    Py_ssize_t caller, callee, name, binding, check, counted;
 } CleanSlots;
 
 typedef struct {
@@ -1084,8 +1084,7 @@ static int
 answer(CleanFilter *self, PyObject *code, PyObject *tracers)
 {
     /* The watched function's caller, as sys._getframe(2) in the callback. */
-    int direct = 0;
-    PyFrameObject *caller = caller_frame(code, &direct);
+    PyFrameObject *caller = caller_frame(code);
     if (caller == NULL) {
         PyErr_Clear();  /* a frame object it could not make: the callback tries again */
         return FULL;
@@ -1103,15 +1102,11 @@ answer(CleanFilter *self, PyObject *code, PyObject *tracers)
         }
         goto done;
     }
-    /* A call the site's instruction made itself, where that proves it (Clean.direct_proves),
-     * needs no check of the callable the site loads. */
-    if (!direct || slot(clean, self->clean.direct_proves) != Py_True) {
-        PyObject *binding = slot(clean, self->clean.binding);
-        int loads = site_loads(self, binding, slot(clean, self->clean.check), caller, globals);
-        if (loads != ANSWERED) {
-            result = loads;
-            goto done;
-        }
+    PyObject *binding = slot(clean, self->clean.binding), *check = slot(clean, self->clean.check);
+    int loads = site_loads(self, binding, check, caller, globals);
+    if (loads != ANSWERED) {
+        result = loads;
+        goto done;
     }
     now = quiet_answer(self, tracers);
     counting = now == NULL ? NULL : watching(self, now, clean);
@@ -1351,7 +1346,6 @@ read_fastpath(CleanFilter *self, PyObject *fastpath)
             || slot_offset(clean, "binding", &c->binding) < 0
             || slot_offset(clean, "check", &c->check) < 0
             || slot_offset(clean, "counted", &c->counted) < 0
-            || slot_offset(clean, "direct_proves", &c->direct_proves) < 0
             || slot_offset(binding, "variable", &b->variable) < 0
             || slot_offset(binding, "bound", &b->bound) < 0
             || slot_offset(binding, "namespace", &b->namespace) < 0

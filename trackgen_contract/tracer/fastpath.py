@@ -10,9 +10,7 @@ tells most sites apart; callers with a site at the same offset share a slot, one
 more), identity tests on the caller's and the callee's code objects, and, where the
 offset alone cannot prove that the site calls the watched function itself (3.13+, where
 a direct call and one made through C rest on the same instruction, or a stream passed by
-position), a re-read of the callable the site loads and an identity test. (On 3.13+ the
-compiled filter tells a direct call from the interpreter's frames instead, where that
-proves the call: see `Clean.direct_proves`.) A call with
+position), a re-read of the callable the site loads and an identity test. A call with
 ``*`` or ``**`` parts (``wp.launch(k, n, **opts)``, or Warp's own
 ``launch(*args, **kwargs)`` in ``launch_tiled``) has its parts read again too, as the
 full path reads them (`Spread`). A site in Warp's own code (a memset or a
@@ -143,33 +141,18 @@ class Clean:
     (The name: the same code run under another module's globals, by
     ``types.FunctionType(code, other)`` or an ``exec`` of one compiled module in two
     namespaces, or a module renamed in place, makes calls of another module, which count
-    apart. The name, not the globals: a site must not keep a namespace alive.)
+    apart. The name, not the globals: a site must not keep a namespace alive.)"""
 
-    `direct_proves`: the site spells out its arguments and passes the stream by keyword,
-    so a call the site's instruction makes directly (the interpreter pushing the callee's
-    frame itself) is clean whatever the callable was loaded from, as the offset proves on
-    3.11 and 3.12. On 3.13+ the offset cannot tell such a call from one made through C
-    code; the compiled filter can, from the interpreter's frames (``_callerframe.c``), and
-    skips the check for it. The Python callback always checks."""
-
-    __slots__ = ("binding", "callee", "caller", "check", "counted", "direct_proves", "name")
+    __slots__ = ("binding", "callee", "caller", "check", "counted", "name")
     others: Mapping[int, Clean] = MappingProxyType({})  # see _Several
 
-    def __init__(
-        self,
-        caller: FrameType,
-        callee: Entry,
-        check: Check | None,
-        counted: Counted,
-        direct_proves: bool = False,
-    ):
+    def __init__(self, caller: FrameType, callee: Entry, check: Check | None, counted: Counted):
         self.caller = caller.f_code
         self.name = dict.get(caller.f_globals, "__name__")
         self.callee = callee.code
         self.counted = counted
         self.check = check
         self.binding = _binding_of(check)
-        self.direct_proves = direct_proves
 
 
 class _Several:
@@ -414,20 +397,16 @@ def learn(caller: FrameType, callee: Entry, stream: str, made_by_warp: bool = Fa
     site = call_site(caller.f_code, caller.f_lasti)
     if site is None:
         return
-    by_keyword = site.static and stream in site.shape.kwargs.items  # type: ignore[attr-defined]
     if site.static:
+        by_keyword = stream in site.shape.kwargs.items  # type: ignore[attr-defined]
         check = _check_for(site, callee.code, caller, by_keyword)
     else:
         check = _spread_check(site, callee, stream, caller)
-    if check is not False and check is not None and not check(caller):  # type: ignore[operator]
-        check = False  # a check that the call it is learnt from fails vouches for other calls
-    if check is False:
-        if not (by_keyword and _PY313):
-            return
-        check = _direct_calls_only  # no check re-reads it: see Clean.direct_proves
+    if check is False or (check is not None and not check(caller)):  # type: ignore[operator]
+        return  # a check that the call it is learnt from fails vouches for other calls
     module = None if made_by_warp else module_name(caller.f_globals)  # as its Site names it
     counted = counted_as(callee.op, module)
-    _remember(caller, callee, check, counted, by_keyword)  # type: ignore[arg-type]
+    _remember(caller, callee, check, counted)  # type: ignore[arg-type]
 
 
 def repeat_check(caller: FrameType, callee: CodeType) -> Check | bool:
@@ -454,16 +433,10 @@ def learn_site(caller: FrameType, callee: Entry) -> None:
     _remember(caller, callee, None, counted_as(callee.op, None))
 
 
-def _remember(
-    caller: FrameType,
-    callee: Entry,
-    check: Check | None,
-    counted: Counted,
-    direct_proves: bool = False,
-) -> None:
+def _remember(caller: FrameType, callee: Entry, check: Check | None, counted: Counted) -> None:
     if _size[0] >= _LIMIT:
         forget()
-    clean, lasti = Clean(caller, callee, check, counted, direct_proves), caller.f_lasti
+    clean, lasti = Clean(caller, callee, check, counted), caller.f_lasti
     there = table.get(lasti)
     if there is None or there.caller is clean.caller:
         if there is None:
@@ -548,13 +521,6 @@ def _check_for(
     if site.direct is False:
         return False  # called through C code on 3.11/3.12: its callable may change
     return _callable_check(site.shape.func, callee, caller)
-
-
-def _direct_calls_only(caller: FrameType) -> bool:
-    """The check of a site whose callable no check can re-read (a property on the way, a
-    key computed in place): only a direct call there, which the compiled filter tells
-    (Clean.direct_proves), is answered from the site; any other is judged in full."""
-    return False
 
 
 _MAX_PATH = 4  # attributes and items read on the way to a receiver (``self.a.b.launch``)
