@@ -361,6 +361,46 @@ generic_attribute(CleanFilter *self, PyObject *instance, PyObject *obj, PyObject
     return PyObject_GenericGetAttr(obj, name);
 }
 
+#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x03100000
+/* CPython's own lookup of a method about to be called (LOAD_ATTR's, for C code): exported
+ * on every build (PyAPI_FUNC), declared in its internal headers from 3.13, in
+ * cpython/object.h before. */
+PyAPI_FUNC(int) _PyObject_GetMethod(PyObject *obj, PyObject *name, PyObject **method);
+#endif
+
+/* Whether `obj.<name>`, found the generic way, is `function` bound to `obj` (a method
+ * of `obj`'s class, as fastpath.Receiver tests it): 1 or 0, with the lookup's error set
+ * where it failed. Where `obj`'s class reads attributes the generic way,
+ * _PyObject_GetMethod makes the same lookups without making the bound method (the
+ * function unshadowed on the class: 1; else what the read would return); elsewhere, or
+ * on a Python whose lookup this file does not know, the bound method is made. 0 where
+ * `obj` is no longer such an instance (fastpath._Instance). */
+static int
+binds_method(CleanFilter *self, PyObject *instance, PyObject *obj, PyObject *name,
+             PyObject *function)
+{
+    if (!PyUnicode_CheckExact(name) || !still_instance(self, instance, obj)) {
+        return 0;
+    }
+    PyObject *found = NULL;
+    int unbound = 0;
+#if PY_VERSION_HEX < 0x03100000
+    if (Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr) {
+        unbound = _PyObject_GetMethod(obj, name, &found);
+    }
+    else
+#endif
+    {
+        found = PyObject_GenericGetAttr(obj, name);
+    }
+    int binds = unbound ? found == function
+                        : found != NULL && Py_IS_TYPE(found, &PyMethod_Type)
+                              && PyMethod_GET_FUNCTION(found) == function
+                              && PyMethod_GET_SELF(found) == obj;
+    Py_XDECREF(found);
+    return binds;
+}
+
 /* The caller's local `variable`, as f_locals has it, or its plain dict of globals' (never
  * a builtin: fastpath._root), a new reference; NULL where there is none. */
 static PyObject *
@@ -548,22 +588,18 @@ receiver_holds(CleanFilter *self, PyObject *check, PyFrameObject *caller, PyObje
         return FULL;
     }
     int result = FULL;
-    PyObject *method = NULL;
     unsigned int tag = version_tag((PyTypeObject *)cls);
     if (Py_TYPE(obj) != (PyTypeObject *)cls
         || (!vouched(self, check, tag) && !receiver_class_holds(self, check, obj, tag))
         || ((PyTypeObject *)cls)->tp_version_tag != tag) {  /* changed by those tests */
         goto done;
     }
-    method = generic_attribute(self, check, obj, attribute);
     /* The lookup may run a stored key's __eq__, which may change `obj` or its class. */
-    if (method != NULL && Py_IS_TYPE(method, &PyMethod_Type)
-        && PyMethod_GET_FUNCTION(method) == target && PyMethod_GET_SELF(method) == obj
-        && still_instance(self, check, obj) && ((PyTypeObject *)cls)->tp_version_tag == tag) {
+    if (binds_method(self, check, obj, attribute, target) && still_instance(self, check, obj)
+        && ((PyTypeObject *)cls)->tp_version_tag == tag) {
         result = ANSWERED;
     }
 done:
-    Py_XDECREF(method);
     Py_DECREF(obj);
     return result;
 }
