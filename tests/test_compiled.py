@@ -271,19 +271,26 @@ print(len(counted))
 """
 
 
-def _getframes_counted(script: str) -> dict[str, list[int]]:
-    """What `script` prints last (counts of sys._getframe audit events), run with the compiled
-    filter ("0") and with the Python callback alone ("1")."""
+def _printed_by_each_filter(script: str) -> dict[str, list[str]]:
+    """The lines `script` prints, run in a child process with the compiled filter ("0")
+    and with the Python one alone ("1")."""
     tests = os.path.dirname(__file__)
-    counts = {}
+    printed = {}
     for setting in ("0", "1"):
         env = {**os.environ, "TRACKGEN_CONTRACT_PURE_PYTHON": setting, "PYTHONPATH": tests}
         done = subprocess.run(
             [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stderr
-        counts[setting] = [int(n) for n in done.stdout.splitlines()[-1].split()]
-    return counts
+        printed[setting] = done.stdout.splitlines()
+    return printed
+
+
+def _getframes_counted(script: str) -> dict[str, list[int]]:
+    """What `script` prints last (counts of sys._getframe audit events), run with the compiled
+    filter ("0") and with the Python callback alone ("1")."""
+    printed = _printed_by_each_filter(script)
+    return {setting: [int(n) for n in lines[-1].split()] for setting, lines in printed.items()}
 
 
 @needs_clean_filter
@@ -347,19 +354,9 @@ print(*(f"{v.api} {v.site.lineno}" for v in guard.violations), sep=";")
 
 @needs_clean_filter
 def test_a_callable_changed_at_a_clean_site_gets_the_same_verdict_compiled():
-    verdicts = {}
-    for setting in ("0", "1"):
-        tests = os.path.dirname(__file__)
-        env = {**os.environ, "TRACKGEN_CONTRACT_PURE_PYTHON": setting, "PYTHONPATH": tests}
-        done = subprocess.run(
-            [sys.executable, "-c", _CALLABLE_CHANGES],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        verdicts[setting] = done.stdout.splitlines()[-2:]
+    verdicts = {
+        setting: lines[-2:] for setting, lines in _printed_by_each_filter(_CALLABLE_CHANGES).items()
+    }
     assert verdicts["0"] == verdicts["1"]
     checked = int(verdicts["0"][0].split()[1])
     assert checked == 4 * 13  # every call, whichever filter answered it
@@ -867,19 +864,8 @@ print(len(reads))
 
 @needs_profile_filter
 def test_the_c_filter_spares_the_python_hook_the_calls_it_does_not_watch():
-    tests = os.path.dirname(__file__)
-    counts = {}
-    for setting in ("0", "1"):
-        env = {**os.environ, "TRACKGEN_CONTRACT_PURE_PYTHON": setting, "PYTHONPATH": tests}
-        done = subprocess.run(
-            [sys.executable, "-c", _COUNT_CODE_READS],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        counts[setting] = int(done.stdout.split()[-1])
+    printed = _printed_by_each_filter(_COUNT_CODE_READS)
+    counts = {setting: int(lines[-1].split()[-1]) for setting, lines in printed.items()}
     assert counts["1"] >= 100 * 20  # the Python hook: every event of every launch
     assert counts["0"] < counts["1"] / 10
 
