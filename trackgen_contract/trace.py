@@ -210,12 +210,17 @@ def _taken(options: argparse.Namespace) -> str:
     return ""
 
 
-def _items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+def _items(text: str, option: str) -> list[str]:
+    """The comma-separated names in an option's value; [] where it names none at all.
+    An empty name between commas is a typo that would otherwise drop a name unseen."""
+    items = [item.strip() for item in text.split(",")]
+    if any(items) and not all(items):
+        raise UsageError(f"{option} {text!r} has an empty name in its list: remove the extra comma")
+    return [item for item in items if item]
 
 
 def _checks(text: str) -> list[str]:
-    names = _items(text)
+    names = _items(text, "--checks")
     if not names:
         raise UsageError(
             "--checks is empty, so nothing would be checked: name at least one of "
@@ -238,7 +243,7 @@ def _own_module(name: str, program: Program) -> bool:
 def _modules(text: str | None, program: Program) -> list[str] | None:
     if text is None:
         return None
-    names = _items(text)
+    names = _items(text, "--modules")
     if not names:
         raise UsageError(
             "--modules is empty, so the stream rules would check no caller: name module "
