@@ -96,7 +96,30 @@ def test_command_line_sarif(tmp_path):
     assert suppressed["allocation"]["kind"] == "inSource"  # the line pragma
     assert "prog.py:12" in suppressed["allocation"]["justification"]
     assert suppressed["host_sync"]["kind"] == "external"  # the --allow key
-    assert run["invocations"][0]["exitCode"] == BREACHES
+    invocation = run["invocations"][0]
+    assert invocation["exitCode"] == BREACHES
+    assert invocation["executionSuccessful"] is True  # breaches found: the analysis ran
+    assert invocation["exitCodeDescription"].startswith("breaches found in a program")
+
+
+@pytest.mark.parametrize(
+    "tail, status",
+    [
+        ("a.numpy()\nraise SystemExit(3)\n", 3),  # the program failed after a breach
+        ("a.numpy()  # trackgen_contract: alow host_sync\n", 2),  # an unreadable pragma
+    ],
+)
+def test_a_run_that_did_not_check_what_it_was_asked_is_no_successful_execution(
+    tmp_path, tail, status
+):
+    # BUG: executionSuccessful was true whatever the status: a program that died partway
+    # (its later calls never made) read in a code-scanning upload as a complete analysis.
+    path = program(tmp_path, PRELUDE + tail)
+    out = tmp_path / "r.sarif"
+    assert trace("--sarif", out, path)[0] == status
+    invocation = valid(out)["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is False
+    assert invocation["exitCode"] == status
 
 
 def test_pytest_plugin_sarif(pytester):

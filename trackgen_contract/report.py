@@ -38,6 +38,9 @@ class Outcome:
     status: int
     program_status: int | None
     meaning: str
+    # Whether the checks saw the run they were asked to: false where the program failed
+    # (the calls after its failure were never made) or a pragma could not be read.
+    whole: bool = True
 
     def __str__(self) -> str:
         return f"exit status {self.status}: {self.meaning}"

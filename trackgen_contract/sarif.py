@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from .project import relative_path, write_atomic
 from .recording import Row
+from .report import Outcome
 from .rules import CATEGORIES, HINTS
 
 SCHEMA_URI = (
@@ -123,13 +124,24 @@ def _result(row: Row, root: Path, baseline_state: str | None) -> dict:
     return result
 
 
+def _invocation(outcome: Outcome) -> dict:
+    # executionSuccessful is about the analysis, not its findings: a run with breaches
+    # succeeded; one whose program failed partway, or whose pragmas could not be read, did
+    # not check what it was asked to.
+    return {
+        "executionSuccessful": outcome.whole,
+        "exitCode": outcome.status,
+        "exitCodeDescription": outcome.meaning,
+    }
+
+
 def document(
     breaches: Iterable[Row],
     let_through: Iterable[Row] = (),
     *,
     root: Path,
     version: str,
-    exit_code: int | None = None,
+    outcome: Outcome | None = None,
     with_baseline: bool = False,
 ) -> dict:
     """The SARIF log: `breaches` as results, `let_through` as suppressed results."""
@@ -149,8 +161,8 @@ def document(
         "results": results,
         "columnKind": "unicodeCodePoints",
     }
-    if exit_code is not None:
-        run["invocations"] = [{"executionSuccessful": True, "exitCode": exit_code}]
+    if outcome is not None:
+        run["invocations"] = [_invocation(outcome)]
     return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 

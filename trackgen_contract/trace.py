@@ -727,9 +727,11 @@ def _unused_allows(setup: _Setup, let_through: list[Row]) -> tuple[str, ...]:
 
 def _outcome(status: int | None, findings: Findings) -> Outcome:
     if status:
-        return Outcome(status, status, "the program failed; this is its own exit status")
+        meaning = "the program failed; this is its own exit status"
+        return Outcome(status, status, meaning, whole=False)
     if findings.pragma_errors:
-        return Outcome(USAGE_ERROR, status, "a '# trackgen_contract:' pragma cannot be read")
+        meaning = "a '# trackgen_contract:' pragma cannot be read"
+        return Outcome(USAGE_ERROR, status, meaning, whole=False)
     if status is None:
         return Outcome(BREACHES, None, "--strict stopped the program at a breach")
     if findings.breaches:
@@ -761,7 +763,7 @@ def _write(setup: _Setup, findings: Findings, outcome: Outcome, root: os.PathLik
             findings.let_through,
             root=root,  # type: ignore[arg-type]
             version=__version__,
-            exit_code=outcome.status,
+            outcome=outcome,
             with_baseline=findings.baseline is not None and not options.write_baseline,
         )
         sarifs.write(setup.outputs["sarif"], log)
