@@ -60,50 +60,6 @@ def test_nothing_set():
     result.assert_outcomes(passed=1)
 
 
-LOADED = """
-import sys
-
-def loaded():
-    return sorted(name for name in sys.modules if name.partition(".")[0] == "trackgen_contract")
-"""
-
-
-LOADED_AT_THE_END = """
-def pytest_terminal_summary(terminalreporter):  # after the plugin's session end
-    terminalreporter.write_line(f"loaded at the end: {loaded()}")
-"""
-
-MARKED = """
-import pytest, warp as wp
-
-@pytest.mark.hot_path
-def test_guarded():
-    wp.zeros(4, dtype=float, device="cpu")
-"""
-
-
-def test_an_unmarked_suite_imports_no_more_of_the_package_than_the_plugin(pytester):
-    # BUG: loading the plugin imported the whole package (the tracer, the rules, the
-    # call-site decoder): ~40 ms added to every pytest run of the environment.
-    plugin_alone = ["trackgen_contract", "trackgen_contract.project",
-                    "trackgen_contract.pytest_plugin", "trackgen_contract.startpath"]  # fmt: skip
-    pytester.makeconftest(LOADED + LOADED_AT_THE_END)
-    pytester.makepyfile(f"""
-from conftest import loaded
-
-def test_nothing_guarded():
-    assert loaded() == {plugin_alone!r}
-""")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"loaded at the end: {plugin_alone}"])
-    # and a marked test imports what it needs, when it runs
-    pytester.makepyfile(test_marked=MARKED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_marked.py")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*allocation*wp.zeros*"])
-
-
 def test_a_suite_with_a_hot_path_marker_of_its_own_turns_the_plugin_off(pytester):
     pytester.makeini("[pytest]\nmarkers =\n    hot_path(tier): the suite's own marker\n")
     pytester.makepyfile("""

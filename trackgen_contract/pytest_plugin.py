@@ -25,16 +25,18 @@ import dataclasses
 import inspect
 import os
 import shlex
-import sys
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
 
 import pytest
 
+from . import __version__, pragmas
+from . import baseline as baselines
+from . import sarif as sarifs
+from .guard import HotPathGuard, HotPathViolation, format_report, hot_path_guard
 from .project import (
     OutputError,
     check_writable,
@@ -43,17 +45,10 @@ from .project import (
     portable_path,
     project_files,
 )
-
-# The rest of the package is imported where a guarded test, the fixture or an option
-# needs it: this plugin is loaded into every pytest run of the environment, and a suite
-# that guards nothing does not pay for the tracer, the rules and the call-site decoder.
-if TYPE_CHECKING:
-    from . import baseline as baselines
-    from .guard import HotPathGuard
-    from .recording import Row
-    from .rules import Key, Violation
-    from .sites import Site
-    from .tracer import keep_armed
+from .recording import Row, rows
+from .rules import Key, Violation
+from .sites import Site, is_internal
+from .tracer import check_setting, keep_armed
 
 _MARKER_HELP = (
     "hot_path(**options): run the test's call phase (not its fixtures) under a "
@@ -62,6 +57,8 @@ _MARKER_HELP = (
     "modules, allow, strict."
 )
 _SWITCHES = ("host_sync", "allocation", "stream", "capture")
+# The marker's options: hot_path_guard's keywords.
+_OPTIONS = tuple(inspect.signature(HotPathGuard).parameters)
 _FILES_KEY = "trackgen_contract_files"
 _PATH_OPTIONS = ("--hot-path-sarif", "--hot-path-baseline", "--hot-path-write-baseline")
 
@@ -111,8 +108,6 @@ class _Session:
 
     def keep_armed(self) -> None:
         if self.armed is None:
-            from .tracer import keep_armed
-
             self.armed = keep_armed().__enter__()
 
     def disarm(self) -> None:
@@ -146,15 +141,11 @@ def pytest_configure(config: pytest.Config) -> None:
             if path:
                 check_writable(path, option)
                 claim(taken, path, option)
-    except OutputError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if read:
-        from . import baseline as baselines
-
-        try:
+        if read:
             state.baseline = baselines.load(read, "--hot-path-write-baseline")
-        except baselines.BaselineError as exc:
-            raise pytest.UsageError(f"--hot-path-baseline {exc}") from None
+    except (OutputError, baselines.BaselineError) as exc:
+        prefix = "" if isinstance(exc, OutputError) else "--hot-path-baseline "
+        raise pytest.UsageError(f"{prefix}{exc}") from None
     state.collecting = bool(read or write)
     config.pluginmanager.register(_SessionHooks(state), "trackgen_contract-session")
 
@@ -226,8 +217,6 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
     marker = item.get_closest_marker("hot_path")
     if marker is None or _unittest_skips(item):
         return None
-    from .guard import HotPathGuard
-
     where = f"{item.nodeid}: @pytest.mark.hot_path"
     if marker.args:
         raise pytest.UsageError(
@@ -240,11 +229,10 @@ def _guard_for(item: pytest.Item, *, run_through: bool = False) -> HotPathGuard 
             options[name] = _read_once(item.config, value)
         except _Unreadable as error:
             raise pytest.UsageError(f"{where}: {name}= {error}") from None
-    known = tuple(inspect.signature(HotPathGuard).parameters)  # hot_path_guard's keywords
-    unknown = [name for name in options if name not in known]
+    unknown = [name for name in options if name not in _OPTIONS]
     if unknown:
         raise pytest.UsageError(
-            f"{where}: unknown option {unknown[0]!r}; the options are {', '.join(known)}"
+            f"{where}: unknown option {unknown[0]!r}; the options are {', '.join(_OPTIONS)}"
         )
     if all(options.get(name) is False for name in _SWITCHES):
         off = ", ".join(f"{name}=False" for name in _SWITCHES)
@@ -314,8 +302,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if guard is None:
         return (yield)
     del item.stash[_GUARD]  # not held past its test
-    from .guard import HotPathViolation, format_report
-
     state.keep_armed()
     # An unreadable pragma's error, raised on exit, shows no frame of ours (nor the
     # guard's): the message names the comment's file and line. It stays a PragmaError (an
@@ -339,10 +325,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 
 def _fail_on(item: pytest.Item, guard: HotPathGuard) -> None:
     __tracebackhide__ = True
-    from . import baseline as baselines
-    from .guard import HotPathViolation, format_report
-    from .recording import rows
-
     state = item.config.stash[_STATE]
     violations = guard.violations
     if state.baseline is not None:
@@ -404,10 +386,6 @@ def _row_data(row: Row) -> dict:
 
 
 def _row_from(data: dict, test: str) -> Row:
-    from .pragmas import Pragma
-    from .recording import Row
-    from .sites import Site
-
     pragma = data["pragma"]
     return Row(
         category=data["category"],
@@ -416,22 +394,19 @@ def _row_from(data: dict, test: str) -> Row:
         count=data["count"],
         keys=tuple(tuple(k) for k in data["keys"]),  # type: ignore[misc]
         allowed_by=data["allowed_by"],
-        pragma=None if pragma is None else Pragma(pragma[0], pragma[1], tuple(pragma[2])),
+        pragma=None if pragma is None else pragmas.Pragma(pragma[0], pragma[1], tuple(pragma[2])),
         tests=(test,),
     )
 
 
 def _result(item: pytest.Item, guard: HotPathGuard) -> dict:
-    from .pragmas import PragmaAllowed
-    from .recording import rows
-
-    accepted = [key for key in guard.allowed if isinstance(key, PragmaAllowed)]
+    accepted = [key for key in guard.allowed if isinstance(key, pragmas.PragmaAllowed)]
     let_through = rows(
         ((key.violation, 1) for key in accepted),
         allowed_by="pragma",
         pragma={key.violation: key.pragma for key in accepted}.get,
     )
-    used = {key for key in guard.allowed if not isinstance(key, PragmaAllowed)}
+    used = {key for key in guard.allowed if not isinstance(key, pragmas.PragmaAllowed)}
     return {
         "breaches": [_row_data(r) for r in rows(_counted(guard.violations))],
         "let_through": [_row_data(r) for r in let_through],
@@ -451,19 +426,12 @@ def pytest_runtest_makereport(
         # Ran to its end: what a baseline lists for it and it did not do is fixed. (Not a
         # test skipped, failed or blind midway: it may not have reached a listed breach.)
         excinfo = call.excinfo
-        result["completed"] = excinfo is None or _is_breach(excinfo)
+        result["completed"] = excinfo is None or excinfo.errisinstance(HotPathViolation)
         report.trackgen_contract = result  # type: ignore[attr-defined]
     excinfo = call.excinfo
-    if report.failed and excinfo is not None and _is_breach(excinfo):
+    if report.failed and excinfo is not None and excinfo.errisinstance(HotPathViolation):
         _trim(item, report, excinfo)
     return report
-
-
-def _is_breach(excinfo: pytest.ExceptionInfo) -> bool:
-    """Whether the exception is a `HotPathViolation`: one exists only once the guard's
-    module is imported, which a suite that guards nothing never does."""
-    guard = sys.modules.get(f"{__package__}.guard")
-    return guard is not None and excinfo.errisinstance(guard.HotPathViolation)
 
 
 # --- a failure shows the user's frames ---------------------------------------------------
@@ -494,8 +462,6 @@ def _user_entries(excinfo: pytest.ExceptionInfo, style: str) -> object:
     """The traceback's frames of the user's (pytest's `Traceback`): not those of Warp, this
     package or a test runner; none when the breach was raised after the test returned (the
     message names every site)."""
-    from .sites import is_internal
-
     kept = [
         entry
         for entry in excinfo.traceback
@@ -545,13 +511,12 @@ class _SessionHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         config, state = session.config, self.state
+        files = project_files(config.rootpath)
         workeroutput = getattr(config, "workeroutput", None)
         if workeroutput is not None:  # an xdist worker: the controller writes the files
-            workeroutput[_FILES_KEY] = project_files(config.rootpath)
+            workeroutput[_FILES_KEY] = files
             return
-        if not (state.tests or state.collecting or config.getoption("hot_path_sarif", None)):
-            return  # nothing guarded, no file to write
-        state.files.update(project_files(config.rootpath))
+        state.files.update(files)
         status = _finish(config, state)
         if status is not None and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = status
@@ -564,10 +529,6 @@ class _SessionHooks:
 
 
 def _finish(config: pytest.Config, state: _Session) -> pytest.ExitCode | None:
-    from . import __version__
-    from . import baseline as baselines
-    from . import sarif as sarifs
-
     root = config.rootpath
     path_of = lambda filename: portable_path(filename, root)  # noqa: E731
     let_through = [row for row, _ in state.allowed]
@@ -647,8 +608,6 @@ def _note_allow_keys(state: _Session) -> None:
 
 
 def _note_pragmas(state: _Session) -> pytest.ExitCode | None:
-    from . import pragmas
-
     found, errors = pragmas.scan(state.files)
     used = {
         (row.pragma.filename, row.pragma.lineno, row.category)
@@ -673,9 +632,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(name="hot_path_guard")
 def guard_factory(request: pytest.FixtureRequest) -> Callable[..., HotPathGuard]:
     """A guard factory: `trackgen_contract.hot_path_guard`, to guard part of a test."""
-    from .guard import hot_path_guard
-    from .tracer import check_setting
-
     try:
         check_setting()
     except ValueError as exc:  # the test's setup error, as a marked test's
